@@ -1,0 +1,16 @@
+/// @file trnsparse.hpp
+/// The umbrella header: everything public.
+#pragma once
+
+#include "trnsparse/bf16.hpp"
+#include "trnsparse/bsr.hpp"
+#include "trnsparse/convert.hpp"
+#include "trnsparse/coo.hpp"
+#include "trnsparse/csr.hpp"
+#include "trnsparse/dense.hpp"
+#include "trnsparse/error.hpp"
+#include "trnsparse/generators.hpp"
+#include "trnsparse/io.hpp"
+#include "trnsparse/ops.hpp"
+#include "trnsparse/types.hpp"
+#include "trnsparse/version.hpp"

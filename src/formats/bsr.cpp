@@ -1,0 +1,147 @@
+#include "trnsparse/bsr.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "formats/compressed.hpp"
+#include "runtime/checks.hpp"
+
+namespace trnsparse {
+
+namespace {
+
+struct Grid {
+  index_t block_rows;
+  index_t block_cols;
+};
+
+Grid checked_grid(index_t rows, index_t cols, index_t b, const char* who) {
+  detail::check_nonnegative(rows, "bsr: rows");
+  detail::check_nonnegative(cols, "bsr: cols");
+  detail::check_block_size(b, who);
+  return {detail::ceil_div(rows, b), detail::ceil_div(cols, b)};
+}
+
+/// b * b values per block, n_blocks * b * b values in all: both must fit in index_t.
+index_t checked_value_count(index_t n_blocks, index_t b) {
+  return detail::checked_mul(n_blocks, detail::checked_mul(b, b, "bsr: block_size^2"), "bsr: n_blocks * block_size^2");
+}
+
+// SplitMix64 finaliser: the mixing step of the fingerprint.
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+}  // namespace
+
+BsrStructure::BsrStructure(index_t rows, index_t cols, index_t block_size, std::vector<index_t> block_row_ptr,
+                           std::vector<index_t> block_col_idx)
+    : rows_(rows), cols_(cols), b_(block_size), row_ptr_(std::move(block_row_ptr)), col_idx_(std::move(block_col_idx)) {
+  const Grid g = checked_grid(rows, cols, block_size, "bsr");
+  block_cols_ = g.block_cols;
+  detail::validate_compressed("bsr", row_ptr_, g.block_rows, col_idx_, g.block_cols, true, "block_row_ptr",
+                              "block_col_idx", "block row");
+  (void)checked_value_count(n_blocks(), b_);
+  std::uint64_t h = mix(mix(mix(0, static_cast<std::uint64_t>(rows_)), static_cast<std::uint64_t>(cols_)),
+                        static_cast<std::uint64_t>(b_));
+  for (index_t p : row_ptr_) h = mix(h, static_cast<std::uint64_t>(p));
+  for (index_t c : col_idx_) h = mix(h, static_cast<std::uint64_t>(c));
+  fingerprint_ = h;
+}
+
+std::shared_ptr<const BsrStructure> BsrStructure::make(index_t rows, index_t cols, index_t block_size,
+                                                       std::vector<index_t> block_row_ptr,
+                                                       std::vector<index_t> block_col_idx) {
+  return std::make_shared<const BsrStructure>(rows, cols, block_size, std::move(block_row_ptr),
+                                              std::move(block_col_idx));
+}
+
+index_t BsrStructure::row_extent(index_t bi) const noexcept { return std::min(b_, rows_ - bi * b_); }
+index_t BsrStructure::col_extent(index_t bj) const noexcept { return std::min(b_, cols_ - bj * b_); }
+
+double BsrStructure::block_density() const noexcept {
+  const double grid = static_cast<double>(block_rows()) * static_cast<double>(block_cols_);
+  return grid > 0 ? static_cast<double>(n_blocks()) / grid : 0.0;
+}
+
+bool operator==(const BsrStructure& a, const BsrStructure& b) noexcept {
+  return a.fingerprint_ == b.fingerprint_ && a.rows_ == b.rows_ && a.cols_ == b.cols_ && a.b_ == b.b_ &&
+         a.row_ptr_ == b.row_ptr_ && a.col_idx_ == b.col_idx_;
+}
+
+// ---- BsrMatrix ------------------------------------------------------------------------
+
+template <Value T>
+BsrMatrix<T>::BsrMatrix(std::shared_ptr<const BsrStructure> structure) : structure_(std::move(structure)) {
+  if (!structure_) throw InvalidArgument("bsr: structure is null");
+  values_ = detail::make_vector<T>(checked_value_count(n_blocks(), block_size()), "bsr: blocks");
+}
+
+template <Value T>
+BsrMatrix<T>::BsrMatrix(std::shared_ptr<const BsrStructure> structure, std::vector<T> blocks)
+    : structure_(std::move(structure)), values_(std::move(blocks)) {
+  if (!structure_) throw InvalidArgument("bsr: structure is null");
+  const index_t want = checked_value_count(n_blocks(), block_size());
+  if (static_cast<index_t>(values_.size()) != want)
+    throw DimensionMismatch(detail::concat("bsr: blocks has ", values_.size(), " values, expected n_blocks * b * b = ",
+                                           n_blocks(), " * ", block_size(), " * ", block_size(), " = ", want));
+  zero_padding();
+}
+
+template <Value T>
+BsrMatrix<T>::BsrMatrix(index_t rows, index_t cols, index_t block_size, std::vector<index_t> block_row_ptr,
+                        std::vector<index_t> block_col_idx, std::vector<T> blocks, Canonicalize canonicalize) {
+  const Grid g = checked_grid(rows, cols, block_size, "bsr");
+  const index_t want = checked_value_count(static_cast<index_t>(block_col_idx.size()), block_size);
+  if (static_cast<index_t>(blocks.size()) != want)
+    throw DimensionMismatch(detail::concat("bsr: blocks has ", blocks.size(), " values, expected n_blocks * b * b = ",
+                                           block_col_idx.size(), " * ", block_size, " * ", block_size, " = ", want));
+  const bool sorted =
+      detail::validate_compressed("bsr", block_row_ptr, g.block_rows, block_col_idx, g.block_cols,
+                                  canonicalize == Canonicalize::no, "block_row_ptr", "block_col_idx", "block row");
+  if (!sorted) detail::canonicalize_compressed(block_row_ptr, block_col_idx, blocks, block_size * block_size);
+  structure_ = BsrStructure::make(rows, cols, block_size, std::move(block_row_ptr), std::move(block_col_idx));
+  values_ = std::move(blocks);
+  zero_padding();
+}
+
+template <Value T>
+std::span<const T> BsrMatrix<T>::block(index_t k) const noexcept {
+  const index_t bb = block_size() * block_size();
+  return std::span<const T>(values_).subspan(static_cast<std::size_t>(k * bb), static_cast<std::size_t>(bb));
+}
+
+template <Value T>
+std::span<T> BsrMatrix<T>::block(index_t k) noexcept {
+  const index_t bb = block_size() * block_size();
+  return std::span<T>(values_).subspan(static_cast<std::size_t>(k * bb), static_cast<std::size_t>(bb));
+}
+
+template <Value T>
+void BsrMatrix<T>::zero_padding() noexcept {
+  const BsrStructure& s = *structure_;
+  const index_t b = s.block_size();
+  const auto ptr = s.block_row_ptr();
+  const auto col = s.block_col_indices();
+  for (index_t bi = 0; bi < s.block_rows(); ++bi) {
+    const index_t re = s.row_extent(bi);
+    for (index_t k = ptr[bi]; k < ptr[bi + 1]; ++k) {
+      const index_t ce = s.col_extent(col[k]);
+      if (re == b && ce == b) continue;
+      T* blk = values_.data() + k * b * b;
+      for (index_t r = 0; r < b; ++r)
+        for (index_t c = (r < re ? ce : 0); c < b; ++c) blk[r * b + c] = T{};
+    }
+  }
+}
+
+template class BsrMatrix<float>;
+template class BsrMatrix<double>;
+template class BsrMatrix<bf16>;
+
+}  // namespace trnsparse

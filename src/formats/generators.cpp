@@ -1,0 +1,86 @@
+#include "trnsparse/generators.hpp"
+
+#include "runtime/checks.hpp"
+#include "runtime/value.hpp"
+
+namespace trnsparse {
+
+namespace {
+
+/// SplitMix64 (Steele, Lea, Flood 2014): a tiny generator with the same output on
+/// every platform, unlike the distributions of <random>.
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() noexcept {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [0, 1) with 53 random bits.
+  double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+};
+
+}  // namespace
+
+template <Value T>
+CsrMatrix<T> poisson3d(index_t n) {
+  detail::check_nonnegative(n, "poisson3d: n");
+  const index_t N = detail::checked_mul(detail::checked_mul(n, n, "poisson3d: n^2"), n, "poisson3d: n^3");
+  (void)detail::checked_mul(N, 7, "poisson3d: 7 n^3");
+  std::vector<index_t> ptr(static_cast<std::size_t>(N) + 1, 0), idx;
+  std::vector<T> vals;
+  idx.reserve(static_cast<std::size_t>(7 * N));
+  vals.reserve(static_cast<std::size_t>(7 * N));
+  // Row r = x + n*y + n*n*z; neighbours in ascending column order: -z, -y, -x, self, +x, +y, +z.
+  const index_t stride[3] = {1, n, n * n};
+  for (index_t z = 0; z < n; ++z)
+    for (index_t y = 0; y < n; ++y)
+      for (index_t x = 0; x < n; ++x) {
+        const index_t r = x + n * y + n * n * z;
+        const index_t coord[3] = {x, y, z};
+        for (int d = 2; d >= 0; --d)
+          if (coord[d] > 0) {
+            idx.push_back(r - stride[d]);
+            vals.push_back(T(-1.0f));
+          }
+        idx.push_back(r);
+        vals.push_back(T(6.0f));
+        for (int d = 0; d < 3; ++d)
+          if (coord[d] < n - 1) {
+            idx.push_back(r + stride[d]);
+            vals.push_back(T(-1.0f));
+          }
+        ptr[r + 1] = static_cast<index_t>(idx.size());
+      }
+  return CsrMatrix<T>(N, N, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+template <Value T>
+CsrMatrix<T> random_csr(index_t rows, index_t cols, double density, std::uint64_t seed) {
+  detail::check_nonnegative(rows, "random_csr: rows");
+  detail::check_nonnegative(cols, "random_csr: cols");
+  if (!(density >= 0.0 && density <= 1.0))
+    throw InvalidArgument(detail::concat("random_csr: density = ", density, " must be in [0, 1]"));
+  SplitMix64 rng{seed};
+  std::vector<index_t> ptr(static_cast<std::size_t>(rows) + 1, 0), idx;
+  std::vector<T> vals;
+  for (index_t i = 0; i < rows; ++i) {
+    for (index_t j = 0; j < cols; ++j)
+      if (rng.uniform() < density) {
+        idx.push_back(j);
+        vals.push_back(detail::value_cast<T>(2.0 * rng.uniform() - 1.0));
+      }
+    ptr[i + 1] = static_cast<index_t>(idx.size());
+  }
+  return CsrMatrix<T>(rows, cols, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+template CsrMatrix<float> poisson3d<float>(index_t);
+template CsrMatrix<double> poisson3d<double>(index_t);
+template CsrMatrix<bf16> poisson3d<bf16>(index_t);
+template CsrMatrix<float> random_csr<float>(index_t, index_t, double, std::uint64_t);
+template CsrMatrix<double> random_csr<double>(index_t, index_t, double, std::uint64_t);
+template CsrMatrix<bf16> random_csr<bf16>(index_t, index_t, double, std::uint64_t);
+
+}  // namespace trnsparse

@@ -1,0 +1,83 @@
+#include "kernels/reference/products.hpp"
+
+#include <algorithm>
+
+#include "runtime/value.hpp"
+
+namespace trnsparse::kernels::reference {
+
+namespace {
+
+/// out = alpha * acc + beta * out, with out not read when beta == 0.
+template <class Acc, class TY>
+void store(TY& out, Acc alpha, Acc acc, Acc beta) noexcept {
+  const Acc scaled = alpha * acc;
+  out = detail::value_cast<TY>(beta == Acc(0) ? scaled : scaled + beta * static_cast<Acc>(detail::widen(out)));
+}
+
+}  // namespace
+
+template <Value TA, class TY>
+void csr_spmm(index_t m, index_t k, const index_t* row_ptr, const index_t* col_idx, const TA* values, acc_t<TA> alpha,
+              const TA* B, index_t ldb, acc_t<TA> beta, TY* C, index_t ldc) noexcept {
+  for (index_t i = 0; i < m; ++i) {
+    for (index_t c = 0; c < k; ++c) {
+      acc_t<TA> acc = 0;
+      for (index_t p = row_ptr[i]; p < row_ptr[i + 1]; ++p)
+        acc += detail::widen(values[p]) * detail::widen(B[col_idx[p] * ldb + c]);
+      store(C[i * ldc + c], alpha, acc, beta);
+    }
+  }
+}
+
+template <Value TA, class TY>
+void bsr_spmm(const BsrArrays& A, const TA* blocks, index_t k, acc_t<TA> alpha, const TA* B, index_t ldb,
+              acc_t<TA> beta, TY* C, index_t ldc) noexcept {
+  const index_t b = A.block_size;
+  for (index_t bi = 0; bi < A.block_rows; ++bi) {
+    const index_t row_end = std::min(b, A.rows - bi * b);
+    for (index_t r = 0; r < row_end; ++r) {
+      const index_t i = bi * b + r;
+      for (index_t c = 0; c < k; ++c) {
+        acc_t<TA> acc = 0;
+        for (index_t p = A.block_row_ptr[bi]; p < A.block_row_ptr[bi + 1]; ++p) {
+          const index_t j0 = A.block_col_idx[p] * b;
+          const index_t col_end = std::min(b, A.cols - j0);
+          const TA* a = blocks + p * b * b + r * b;  // row r of block p
+          for (index_t cc = 0; cc < col_end; ++cc) acc += detail::widen(a[cc]) * detail::widen(B[(j0 + cc) * ldb + c]);
+        }
+        store(C[i * ldc + c], alpha, acc, beta);
+      }
+    }
+  }
+}
+
+template <Value TA, class TY>
+void csr_spmv_symmetric(index_t n, const index_t* row_ptr, const index_t* col_idx, const TA* values, acc_t<TA> alpha,
+                        const TA* x, acc_t<TA> beta, TY* y, acc_t<TA>* work) noexcept {
+  std::fill(work, work + n, acc_t<TA>(0));
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t p = row_ptr[i]; p < row_ptr[i + 1]; ++p) {
+      const index_t j = col_idx[p];
+      const acc_t<TA> a = detail::widen(values[p]);
+      work[i] += a * detail::widen(x[j]);
+      if (j != i) work[j] += a * detail::widen(x[i]);
+    }
+  }
+  for (index_t i = 0; i < n; ++i) store(y[i], alpha, work[i], beta);
+}
+
+#define TRNSPARSE_INSTANTIATE(TA, TY)                                                                           \
+  template void csr_spmm<TA, TY>(index_t, index_t, const index_t*, const index_t*, const TA*, acc_t<TA>, const TA*, \
+                                 index_t, acc_t<TA>, TY*, index_t) noexcept;                                     \
+  template void bsr_spmm<TA, TY>(const BsrArrays&, const TA*, index_t, acc_t<TA>, const TA*, index_t, acc_t<TA>,   \
+                                 TY*, index_t) noexcept;                                                         \
+  template void csr_spmv_symmetric<TA, TY>(index_t, const index_t*, const index_t*, const TA*, acc_t<TA>,         \
+                                           const TA*, acc_t<TA>, TY*, acc_t<TA>*) noexcept;
+TRNSPARSE_INSTANTIATE(float, float)
+TRNSPARSE_INSTANTIATE(double, double)
+TRNSPARSE_INSTANTIATE(bf16, float)
+TRNSPARSE_INSTANTIATE(bf16, bf16)
+#undef TRNSPARSE_INSTANTIATE
+
+}  // namespace trnsparse::kernels::reference

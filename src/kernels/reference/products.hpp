@@ -1,0 +1,41 @@
+// Reference (scalar) product kernels: the executable specification that every fast
+// kernel is tested against. Plain loops in the obvious order; each output element is
+//     acc   = sum over stored entries p of the row, in storage order, of a_p * b_p  (acc_t)
+//     out   = alpha * acc + beta * out          (beta == 0: out = alpha * acc, out not read)
+// Kernels receive validated, non-aliasing arguments; they allocate nothing and never
+// throw. Dense operands are row-major with leading dimensions ldb / ldc.
+#pragma once
+
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::kernels::reference {
+
+/// C(m x k) = alpha * A * B + beta * C for CSR A (m rows) and B with A.cols rows.
+template <Value TA, class TY>
+void csr_spmm(index_t m, index_t k, const index_t* row_ptr, const index_t* col_idx, const TA* values, acc_t<TA> alpha,
+              const TA* B, index_t ldb, acc_t<TA> beta, TY* C, index_t ldc) noexcept;
+
+/// Block structure of a BSR operand, as plain arrays.
+struct BsrArrays {
+  index_t rows;  // logical
+  index_t cols;  // logical
+  index_t block_size;
+  index_t block_rows;
+  const index_t* block_row_ptr;
+  const index_t* block_col_idx;
+};
+
+/// C(rows x k) = alpha * A * B + beta * C for BSR A; B has A.cols rows. Only the logical
+/// part of each block is read.
+template <Value TA, class TY>
+void bsr_spmm(const BsrArrays& A, const TA* blocks, index_t k, acc_t<TA> alpha, const TA* B, index_t ldb,
+              acc_t<TA> beta, TY* C, index_t ldc) noexcept;
+
+/// y = alpha * S * x + beta * y, S symmetric n x n of which CSR A stores one triangle
+/// with the diagonal (entries already checked to lie in it). `work` holds n acc_t values.
+/// Entry (i, j), i != j, contributes a_ij * x_j to row i and a_ij * x_i to row j.
+template <Value TA, class TY>
+void csr_spmv_symmetric(index_t n, const index_t* row_ptr, const index_t* col_idx, const TA* values, acc_t<TA> alpha,
+                        const TA* x, acc_t<TA> beta, TY* y, acc_t<TA>* work) noexcept;
+
+}  // namespace trnsparse::kernels::reference

@@ -1,0 +1,74 @@
+// Internal: argument checking and message building shared by every API function.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#include "trnsparse/dense.hpp"
+#include "trnsparse/error.hpp"
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::detail {
+
+/// Concatenates anything streamable into one message.
+template <class... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+/// ceil(n / b) for n >= 0, b >= 1, without overflow.
+constexpr index_t ceil_div(index_t n, index_t b) noexcept { return n / b + (n % b != 0 ? 1 : 0); }
+
+/// A vector of n value-initialised elements; OverflowError naming `what` when n does not
+/// fit in memory (instead of std::bad_alloc / std::length_error).
+template <class T>
+std::vector<T> make_vector(index_t n, const char* what) {
+  try {
+    return std::vector<T>(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
+  } catch (const std::length_error&) {
+    throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
+  }
+}
+
+/// Throws InvalidArgument unless `threshold >= 0` (NaN fails).
+void check_threshold(double threshold, const char* who);
+/// Throws InvalidArgument unless `block_size >= 1`.
+void check_block_size(index_t block_size, const char* who);
+
+/// Throws DimensionMismatch `who: <what> has <got> <unit>, expected <want_name> = <want>`
+/// unless got == want.
+void check_dim(index_t got, index_t want, const char* who, const char* what, const char* unit, const char* want_name);
+
+/// Throws InvalidArgument if the memory of [a, a + a_bytes) and [b, b + b_bytes) overlap:
+/// an output may not alias an input.
+void check_no_alias(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes, const char* who,
+                    const char* in_name, const char* out_name);
+
+/// Bytes spanned by a row-major view: from its first to one past its last element.
+template <class T>
+std::size_t span_bytes(const DenseView<T>& v) noexcept {
+  if (v.rows == 0 || v.cols == 0) return 0;
+  return static_cast<std::size_t>((v.rows - 1) * v.ld + v.cols) * sizeof(T);
+}
+
+/// Checks the compressed-row arrays shared by CSR and BSR: `ptr` has n_rows + 1
+/// entries, starts at 0, never decreases and ends at idx.size(); every index lies in
+/// [0, n_cols). With `require_sorted`, indices must be strictly increasing in each row
+/// (IndexError otherwise). Returns whether every row is strictly increasing.
+/// `who` prefixes messages; `ptr_name`, `idx_name` name the arrays; `unit` names a row
+/// ("row", "block row").
+bool validate_compressed(std::string_view who, std::span<const index_t> ptr, index_t n_rows,
+                         std::span<const index_t> idx, index_t n_cols, bool require_sorted, const char* ptr_name,
+                         const char* idx_name, const char* unit);
+
+}  // namespace trnsparse::detail
