@@ -43,6 +43,42 @@ template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta,
                     std::span<TY> y);
 
+// ---- gradients and sampled products ---------------------------------------------------
+/// Sampled dense-dense product on out's structure (SDDMM): every stored block k at block
+/// (bi, bj) becomes alpha * X[block rows bi] * Y[block rows bj]ᵀ + beta * block_k.
+/// X: out.rows() x w, Y: out.cols() x w. Padding stays zero. O(stored blocks * b^2 * w).
+template <Value T>
+void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
+                    DenseView<const std::type_identity_t<T>> Y, acc_t<T> beta, BsrMatrix<T>& out);
+/// The same at CSR positions: out.values[p] = alpha * X[i] · Y[j] + beta * out.values[p].
+template <Value T>
+void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
+                    DenseView<const std::type_identity_t<T>> Y, acc_t<T> beta, CsrMatrix<T>& out);
+
+/// Gradients of C = alpha * A * B given dC: dA = alpha * dC Bᵀ at A's stored positions
+/// only (same structure; for BSR the structure is shared), dB = alpha * Aᵀ dC.
+template <class M, class T>
+struct SpmmGradients {
+  M dA;
+  Dense<T> dB;
+};
+template <Value T>
+SpmmGradients<BsrMatrix<T>, T> spmm_backward(acc_t<T> alpha, const BsrMatrix<T>& A,
+                                             DenseView<const std::type_identity_t<T>> B,
+                                             DenseView<const std::type_identity_t<T>> dC);
+template <Value T>
+SpmmGradients<CsrMatrix<T>, T> spmm_backward(acc_t<T> alpha, const CsrMatrix<T>& A,
+                                             DenseView<const std::type_identity_t<T>> B,
+                                             DenseView<const std::type_identity_t<T>> dC);
+/// C = alpha * Aᵀ * B + beta * C without forming Aᵀ (BSR: through the plan's BSC view).
+/// B: A.rows() x k, C: A.cols() x k.
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
+                     acc_t<TA> beta, DenseView<TY> C);
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
+                     acc_t<TA> beta, DenseView<TY> C);
+
 // ---- algebra ----------------------------------------------------------------------
 /// alpha * A + beta * B on the union of the patterns (an entry present in either is
 /// kept, even when the sum is zero). O(nnz(A) + nnz(B)).

@@ -12,5 +12,7 @@
 #include "trnsparse/generators.hpp"
 #include "trnsparse/io.hpp"
 #include "trnsparse/ops.hpp"
+#include "trnsparse/plan.hpp"
+#include "trnsparse/runtime.hpp"
 #include "trnsparse/types.hpp"
 #include "trnsparse/version.hpp"

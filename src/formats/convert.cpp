@@ -15,16 +15,6 @@ using detail::ceil_div;
 
 std::vector<index_t> to_vector(std::span<const index_t> s) { return {s.begin(), s.end()}; }
 
-/// Exclusive prefix sum in place: counts[0..n) -> offsets[0..n], counts has n+1 slots.
-void exclusive_scan(std::vector<index_t>& counts) {
-  index_t run = 0;
-  for (index_t& c : counts) {
-    const index_t here = c;
-    c = run;
-    run += here;
-  }
-}
-
 /// Builds BSR from a per-block-row list of the block columns to store and a filler
 /// that writes the values of block row bi. `keep[bi]` must be sorted.
 template <Value T, class Fill>

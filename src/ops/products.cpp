@@ -2,8 +2,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "dispatch/dispatch.hpp"
 #include "kernels/reference/products.hpp"
+#include "ops/run.hpp"
+#include "plan/split.hpp"
 #include "runtime/checks.hpp"
+#include "trnsparse/plan.hpp"
 #include "trnsparse/ops.hpp"
 
 namespace trnsparse {
@@ -11,25 +15,25 @@ namespace trnsparse {
 namespace {
 
 namespace ref = kernels::reference;
-using detail::check_dim;
+using detail::check_spmm;
+using detail::check_spmv;
 
-ref::BsrArrays arrays(const BsrStructure& s) noexcept {
-  return {s.rows(), s.cols(), s.block_size(), s.block_rows(), s.block_row_ptr().data(), s.block_col_indices().data()};
-}
-
-template <class TX, class TY>
-void check_spmv(const char* who, index_t rows, index_t cols, std::span<const TX> x, std::span<TY> y) {
-  check_dim(static_cast<index_t>(x.size()), cols, who, "x", "elements", "A.cols()");
-  check_dim(static_cast<index_t>(y.size()), rows, who, "y", "elements", "A.rows()");
-  detail::check_no_alias(x.data(), x.size_bytes(), y.data(), y.size_bytes(), who, "x", "y");
-}
-
-template <class TB, class TC>
-void check_spmm(const char* who, index_t rows, index_t cols, const DenseView<const TB>& B, const DenseView<TC>& C) {
-  check_dim(B.rows, cols, who, "B", "rows", "A.cols()");
-  check_dim(C.rows, rows, who, "C", "rows", "A.rows()");
-  check_dim(C.cols, B.cols, who, "C", "columns", "B.cols");
-  detail::check_no_alias(B.data, detail::span_bytes(B), C.data, detail::span_bytes(C), who, "B", "C");
+/// C = alpha * A * B + beta * C for CSR A: float and double run the ISA's kernels on
+/// row ranges balanced by non-zeros; bf16 runs the reference kernel.
+template <Value TA, class TY>
+void csr_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, const TA* B, index_t ldb, index_t k, acc_t<TA> beta, TY* C,
+                 index_t ldc) {
+  if constexpr (std::is_same_v<TA, TY> && !std::is_same_v<TA, bf16>) {
+    const kernels::cpu::CsrProduct<TA> prod{k, A.row_ptr().data(), A.col_indices().data(), A.values().data(),
+                                            alpha, beta, B, ldb, C, ldc};
+    const auto& kernel = dispatch::csr_kernels<TA>();
+    const auto split = detail::balanced_split(A.row_ptr(), detail::parts_for(A.rows()));
+    detail::parallel_parts(static_cast<int>(split.size()) - 1,
+                           [&](int t) { kernel.spmm(prod, split[t], split[t + 1]); });
+  } else {
+    ref::csr_spmm(A.rows(), k, A.row_ptr().data(), A.col_indices().data(), A.values().data(), alpha, B, ldb, beta, C,
+                  ldc);
+  }
 }
 
 }  // namespace
@@ -38,32 +42,30 @@ template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv(acc_t<TA> alpha, const CsrMatrix<TA>& A, std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta,
           std::span<TY> y) {
   check_spmv("spmv", A.rows(), A.cols(), x, y);
-  ref::csr_spmm(A.rows(), 1, A.row_ptr().data(), A.col_indices().data(), A.values().data(), alpha, x.data(), 1, beta,
-                y.data(), 1);
+  csr_product(alpha, A, x.data(), 1, 1, beta, y.data(), 1);
 }
 
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv(acc_t<TA> alpha, const BsrMatrix<TA>& A, std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta,
           std::span<TY> y) {
   check_spmv("spmv", A.rows(), A.cols(), x, y);
-  ref::bsr_spmm(arrays(A.structure()), A.blocks().data(), 1, alpha, x.data(), 1, beta, y.data(), 1);
+  const auto as_column = [](auto* p, std::size_t n) {
+    return DenseView<std::remove_pointer_t<decltype(p)>>(p, static_cast<index_t>(n), 1, 1);
+  };
+  plan(A)->spmm(alpha, A, as_column(x.data(), x.size()), beta, as_column(y.data(), y.size()));
 }
-
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmm(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B, acc_t<TA> beta,
           DenseView<TY> C) {
   check_spmm("spmm", A.rows(), A.cols(), B, C);
-  ref::csr_spmm(A.rows(), B.cols, A.row_ptr().data(), A.col_indices().data(), A.values().data(), alpha, B.data, B.ld,
-                beta, C.data, C.ld);
+  csr_product(alpha, A, B.data, B.ld, B.cols, beta, C.data, C.ld);
 }
 
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmm(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B, acc_t<TA> beta,
           DenseView<TY> C) {
-  check_spmm("spmm", A.rows(), A.cols(), B, C);
-  ref::bsr_spmm(arrays(A.structure()), A.blocks().data(), B.cols, alpha, B.data, B.ld, beta, C.data, C.ld);
+  plan(A)->spmm(alpha, A, B, beta, C);
 }
-
 template <Value TA>
 Dense<TA> bsr_spmm(const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B) {
   Dense<TA> C(A.rows(), B.cols);

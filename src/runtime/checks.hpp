@@ -71,4 +71,22 @@ bool validate_compressed(std::string_view who, std::span<const index_t> ptr, ind
                          std::span<const index_t> idx, index_t n_cols, bool require_sorted, const char* ptr_name,
                          const char* idx_name, const char* unit);
 
+/// Shapes and aliasing of y = op(A) x with op(A) rows x cols.
+template <class TX, class TY>
+void check_spmv(const char* who, index_t rows, index_t cols, std::span<const TX> x, std::span<TY> y) {
+  check_dim(static_cast<index_t>(x.size()), cols, who, "x", "elements", "A.cols()");
+  check_dim(static_cast<index_t>(y.size()), rows, who, "y", "elements", "A.rows()");
+  check_no_alias(x.data(), x.size_bytes(), y.data(), y.size_bytes(), who, "x", "y");
+}
+
+/// Shapes and aliasing of C = op(A) B with op(A) rows x cols.
+template <class TB, class TC>
+void check_spmm(const char* who, index_t rows, index_t cols, const DenseView<const TB>& B, const DenseView<TC>& C,
+                const char* rows_name = "A.rows()", const char* cols_name = "A.cols()") {
+  check_dim(B.rows, cols, who, "B", "rows", cols_name);
+  check_dim(C.rows, rows, who, "C", "rows", rows_name);
+  check_dim(C.cols, B.cols, who, "C", "columns", "B.cols");
+  check_no_alias(B.data, span_bytes(B), C.data, span_bytes(C), who, "B", "C");
+}
+
 }  // namespace trnsparse::detail

@@ -53,6 +53,52 @@ void bsr_spmm(const BsrArrays& A, const TA* blocks, index_t k, acc_t<TA> alpha, 
 }
 
 template <Value TA, class TY>
+void bsr_spmm_transposed(const BsrArrays& A, const TA* blocks, index_t k, acc_t<TA> alpha, const TA* B, index_t ldb,
+                         acc_t<TA> beta, TY* C, index_t ldc, acc_t<TA>* work) noexcept {
+  const index_t b = A.block_size;
+  std::fill(work, work + A.cols * k, acc_t<TA>(0));
+  for (index_t bi = 0; bi < A.block_rows; ++bi)
+    for (index_t p = A.block_row_ptr[bi]; p < A.block_row_ptr[bi + 1]; ++p) {
+      const index_t j0 = A.block_col_idx[p] * b;
+      for (index_t r = 0; r < std::min(b, A.rows - bi * b); ++r)
+        for (index_t cc = 0; cc < std::min(b, A.cols - j0); ++cc) {
+          const acc_t<TA> a = detail::widen(blocks[p * b * b + r * b + cc]);
+          for (index_t c = 0; c < k; ++c) work[(j0 + cc) * k + c] += a * detail::widen(B[(bi * b + r) * ldb + c]);
+        }
+    }
+  for (index_t j = 0; j < A.cols; ++j)
+    for (index_t c = 0; c < k; ++c) store(C[j * ldc + c], alpha, work[j * k + c], beta);
+}
+
+template <Value T>
+void bsr_sddmm(const BsrArrays& A, T* blocks, index_t k, acc_t<T> alpha, const T* X, index_t ldx, const T* Y,
+               index_t ldy, acc_t<T> beta) noexcept {
+  const index_t b = A.block_size;
+  for (index_t bi = 0; bi < A.block_rows; ++bi)
+    for (index_t p = A.block_row_ptr[bi]; p < A.block_row_ptr[bi + 1]; ++p) {
+      const index_t j0 = A.block_col_idx[p] * b;
+      for (index_t r = 0; r < std::min(b, A.rows - bi * b); ++r)
+        for (index_t cc = 0; cc < std::min(b, A.cols - j0); ++cc) {
+          acc_t<T> acc = 0;
+          for (index_t c = 0; c < k; ++c)
+            acc += detail::widen(X[(bi * b + r) * ldx + c]) * detail::widen(Y[(j0 + cc) * ldy + c]);
+          store(blocks[p * b * b + r * b + cc], alpha, acc, beta);
+        }
+    }
+}
+
+template <Value T>
+void csr_sddmm(index_t m, index_t k, const index_t* row_ptr, const index_t* col_idx, T* values, acc_t<T> alpha,
+               const T* X, index_t ldx, const T* Y, index_t ldy, acc_t<T> beta) noexcept {
+  for (index_t i = 0; i < m; ++i)
+    for (index_t p = row_ptr[i]; p < row_ptr[i + 1]; ++p) {
+      acc_t<T> acc = 0;
+      for (index_t c = 0; c < k; ++c) acc += detail::widen(X[i * ldx + c]) * detail::widen(Y[col_idx[p] * ldy + c]);
+      store(values[p], alpha, acc, beta);
+    }
+}
+
+template <Value TA, class TY>
 void csr_spmv_symmetric(index_t n, const index_t* row_ptr, const index_t* col_idx, const TA* values, acc_t<TA> alpha,
                         const TA* x, acc_t<TA> beta, TY* y, acc_t<TA>* work) noexcept {
   std::fill(work, work + n, acc_t<TA>(0));
@@ -73,11 +119,23 @@ void csr_spmv_symmetric(index_t n, const index_t* row_ptr, const index_t* col_id
   template void bsr_spmm<TA, TY>(const BsrArrays&, const TA*, index_t, acc_t<TA>, const TA*, index_t, acc_t<TA>,   \
                                  TY*, index_t) noexcept;                                                         \
   template void csr_spmv_symmetric<TA, TY>(index_t, const index_t*, const index_t*, const TA*, acc_t<TA>,         \
-                                           const TA*, acc_t<TA>, TY*, acc_t<TA>*) noexcept;
+                                           const TA*, acc_t<TA>, TY*, acc_t<TA>*) noexcept;         \
+  template void bsr_spmm_transposed<TA, TY>(const BsrArrays&, const TA*, index_t, acc_t<TA>, const TA*, index_t,  \
+                                            acc_t<TA>, TY*, index_t, acc_t<TA>*) noexcept;
 TRNSPARSE_INSTANTIATE(float, float)
 TRNSPARSE_INSTANTIATE(double, double)
 TRNSPARSE_INSTANTIATE(bf16, float)
 TRNSPARSE_INSTANTIATE(bf16, bf16)
+#undef TRNSPARSE_INSTANTIATE
+
+#define TRNSPARSE_INSTANTIATE(T)                                                                                    \
+  template void bsr_sddmm<T>(const BsrArrays&, T*, index_t, acc_t<T>, const T*, index_t, const T*, index_t,        \
+                             acc_t<T>) noexcept;                                                                    \
+  template void csr_sddmm<T>(index_t, index_t, const index_t*, const index_t*, T*, acc_t<T>, const T*, index_t,     \
+                             const T*, index_t, acc_t<T>) noexcept;
+TRNSPARSE_INSTANTIATE(float)
+TRNSPARSE_INSTANTIATE(double)
+TRNSPARSE_INSTANTIATE(bf16)
 #undef TRNSPARSE_INSTANTIATE
 
 }  // namespace trnsparse::kernels::reference

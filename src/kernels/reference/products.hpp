@@ -31,6 +31,24 @@ template <Value TA, class TY>
 void bsr_spmm(const BsrArrays& A, const TA* blocks, index_t k, acc_t<TA> alpha, const TA* B, index_t ldb,
               acc_t<TA> beta, TY* C, index_t ldc) noexcept;
 
+/// C(cols x k) = alpha * Aᵀ * B + beta * C for BSR A; B has A.rows rows. Each output
+/// element sums over block rows, then rows within the block, in order. `work` holds
+/// A.cols * k acc_t values.
+template <Value TA, class TY>
+void bsr_spmm_transposed(const BsrArrays& A, const TA* blocks, index_t k, acc_t<TA> alpha, const TA* B, index_t ldb,
+                         acc_t<TA> beta, TY* C, index_t ldc, acc_t<TA>* work) noexcept;
+
+/// SDDMM: block q (block row bi, column bj) = alpha * X[bi rows] Y[bj rows]ᵀ + beta * block,
+/// on the logical part of the block; X: rows x k, Y: cols x k.
+template <Value T>
+void bsr_sddmm(const BsrArrays& A, T* blocks, index_t k, acc_t<T> alpha, const T* X, index_t ldx, const T* Y,
+               index_t ldy, acc_t<T> beta) noexcept;
+
+/// SDDMM at CSR positions: values[p] = alpha * X[i] · Y[col p] + beta * values[p].
+template <Value T>
+void csr_sddmm(index_t m, index_t k, const index_t* row_ptr, const index_t* col_idx, T* values, acc_t<T> alpha,
+               const T* X, index_t ldx, const T* Y, index_t ldy, acc_t<T> beta) noexcept;
+
 /// y = alpha * S * x + beta * y, S symmetric n x n of which CSR A stores one triangle
 /// with the diagonal (entries already checked to lie in it). `work` holds n acc_t values.
 /// Entry (i, j), i != j, contributes a_ij * x_j to row i and a_ij * x_i to row j.

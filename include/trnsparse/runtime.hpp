@@ -1,0 +1,47 @@
+/// @file runtime.hpp
+/// The machine trnsparse runs on: which instruction set its kernels use and how many
+/// threads they split work over. Both are chosen once at start-up and may be changed:
+///
+///   - `TRNSPARSE_ISA=scalar|avx2|avx512` forces an instruction set (for A/B runs);
+///     forcing one the CPU lacks is an error (`NotSupported`), never a silent fallback.
+///   - `TRNSPARSE_NUM_THREADS=N` sets the thread count (default: OpenMP's maximum).
+///
+///     trnsparse::set_num_threads(2);
+///     if (trnsparse::cpu_features().avx512_bf16) trnsparse::set_isa(trnsparse::Isa::avx512);
+///
+/// Results never depend on the thread count: each output tile has one writer and every
+/// reduction runs in a fixed order. They may differ in the last bits between ISAs.
+#pragma once
+
+#include <string_view>
+
+namespace trnsparse {
+
+/// Instruction sets with kernels of their own. `avx512` uses AVX512-BF16 dot products
+/// for bf16 operands when the CPU has them.
+enum class Isa { scalar, avx2, avx512 };
+
+struct CpuFeatures {
+  bool avx2_fma = false;     ///< AVX2 and FMA3
+  bool avx512 = false;       ///< AVX-512 F, BW, VL and DQ
+  bool avx512_bf16 = false;  ///< AVX512-BF16 (vdpbf16ps)
+};
+
+/// What this CPU (and OS) supports, detected once.
+const CpuFeatures& cpu_features() noexcept;
+/// True when `isa`'s kernels can run here.
+bool isa_supported(Isa isa) noexcept;
+/// The instruction set kernels use now: `TRNSPARSE_ISA` if set, else the best supported.
+/// @throw NotSupported (on first use) when `TRNSPARSE_ISA` names an unsupported or unknown ISA.
+Isa active_isa();
+/// Uses `isa` from now on. @throw NotSupported if the CPU lacks it.
+void set_isa(Isa isa);
+std::string_view to_string(Isa isa) noexcept;
+
+/// Threads kernels use: `TRNSPARSE_NUM_THREADS` if set, else OpenMP's maximum.
+/// @throw InvalidArgument (on first use) for a malformed `TRNSPARSE_NUM_THREADS`.
+int num_threads();
+/// Uses `n` threads from now on. @throw InvalidArgument for n < 1.
+void set_num_threads(int n);
+
+}  // namespace trnsparse

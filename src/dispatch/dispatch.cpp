@@ -1,0 +1,64 @@
+#include "dispatch/dispatch.hpp"
+
+#include <type_traits>
+
+#include "trnsparse/runtime.hpp"
+
+namespace trnsparse::dispatch {
+
+namespace cpu = kernels::cpu;
+
+namespace {
+
+/// The entry of a per-ISA table for the active ISA.
+template <class Table>
+const Table& pick(const Table& scalar, const Table& avx2, const Table& avx512) {
+  switch (active_isa()) {
+    case Isa::scalar: return scalar;
+    case Isa::avx2: return avx2;
+    case Isa::avx512: return avx512;
+  }
+  return scalar;
+}
+
+}  // namespace
+
+template <class TA, class TY>
+const cpu::BsrKernels<TA, TY>& bsr_kernels() {
+  static const cpu::BsrKernels<TA, TY> scalar = cpu::scalar::bsr_kernels<TA, TY>();
+  static const cpu::BsrKernels<TA, TY> avx2 = cpu::avx2::bsr_kernels<TA, TY>();
+  static const cpu::BsrKernels<TA, TY> avx512 = [] {
+    if constexpr (std::is_same_v<TA, bf16>)
+      if (cpu_features().avx512_bf16) return cpu::avx512bf16::bsr_kernels_bf16<TY>();
+    return cpu::avx512::bsr_kernels<TA, TY>();
+  }();
+  return pick(scalar, avx2, avx512);
+}
+
+template <class T>
+const cpu::SddmmKernels<T>& sddmm_kernels() {
+  static const cpu::SddmmKernels<T> scalar = cpu::scalar::sddmm_kernels<T>();
+  static const cpu::SddmmKernels<T> avx2 = cpu::avx2::sddmm_kernels<T>();
+  static const cpu::SddmmKernels<T> avx512 = cpu::avx512::sddmm_kernels<T>();
+  return pick(scalar, avx2, avx512);
+}
+
+template <class T>
+const cpu::CsrKernels<T>& csr_kernels() {
+  static const cpu::CsrKernels<T> scalar = cpu::scalar::csr_kernels<T>();
+  static const cpu::CsrKernels<T> avx2 = cpu::avx2::csr_kernels<T>();
+  static const cpu::CsrKernels<T> avx512 = cpu::avx512::csr_kernels<T>();
+  return pick(scalar, avx2, avx512);
+}
+
+template const cpu::BsrKernels<float, float>& bsr_kernels<float, float>();
+template const cpu::BsrKernels<double, double>& bsr_kernels<double, double>();
+template const cpu::BsrKernels<bf16, float>& bsr_kernels<bf16, float>();
+template const cpu::BsrKernels<bf16, bf16>& bsr_kernels<bf16, bf16>();
+template const cpu::SddmmKernels<float>& sddmm_kernels<float>();
+template const cpu::SddmmKernels<double>& sddmm_kernels<double>();
+template const cpu::SddmmKernels<bf16>& sddmm_kernels<bf16>();
+template const cpu::CsrKernels<float>& csr_kernels<float>();
+template const cpu::CsrKernels<double>& csr_kernels<double>();
+
+}  // namespace trnsparse::dispatch

@@ -1,0 +1,52 @@
+// AVX2 + FMA kernels (compiled with -mavx2 -mfma): 4 x 2 registers of 8 floats / 4
+// doubles per microkernel tile, 8 of the 16 ymm registers holding accumulators.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace trnsparse::kernels::cpu::avx2 {
+
+template <class Acc>
+struct Vec;
+template <>
+struct Vec<float> {
+  using reg = __m256;
+  static constexpr int W = 8;
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
+  static reg set1(float x) { return _mm256_set1_ps(x); }
+  static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static float hsum(reg v) {  // ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7))
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+template <>
+struct Vec<double> {
+  using reg = __m256d;
+  static constexpr int W = 4;
+  static reg zero() { return _mm256_setzero_pd(); }
+  static reg load(const double* p) { return _mm256_loadu_pd(p); }
+  static void store(double* p, reg v) { _mm256_storeu_pd(p, v); }
+  static reg set1(double x) { return _mm256_set1_pd(x); }
+  static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_pd(a, b, c); }
+  static double hsum(reg v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+};
+constexpr int kMR = 4;
+constexpr int kNV = 2;
+
+#include "kernels/cpu/bsr_tile.inc"
+#include "kernels/cpu/csr_tile.inc"
+
+}  // namespace trnsparse::kernels::cpu::avx2

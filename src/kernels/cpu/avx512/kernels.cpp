@@ -1,0 +1,19 @@
+// AVX-512 kernels (compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq): 8 x 2
+// registers of 16 floats / 8 doubles per microkernel tile, 16 of the 32 zmm registers
+// holding accumulators, A broadcast straight from memory.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace trnsparse::kernels::cpu::avx512 {
+
+#include "kernels/cpu/avx512/vec.inc"
+#include "kernels/cpu/bsr_tile.inc"
+#include "kernels/cpu/csr_tile.inc"
+
+}  // namespace trnsparse::kernels::cpu::avx512

@@ -1,0 +1,130 @@
+// The CPU tile-kernel layer: block-sparse products as plain arrays, and the table of
+// kernels each instruction set provides. A product runs in two phases on T threads:
+//   1. pack:    the dense operand B is copied, block row by block row of B, into the
+//               ISA's panel layout (zero-padded to whole blocks and panels), so the
+//               microkernel streams contiguous memory and never reads outside B;
+//   2. compute: each thread owns a contiguous range of output block rows (one writer per
+//               output tile) and runs the register-blocked microkernel over their
+//               stored blocks, accumulating in a per-thread workspace tile.
+// Kernels allocate nothing and never throw; the caller owns packed and workspace memory.
+#pragma once
+
+#include <cstddef>
+
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::kernels::cpu {
+
+/// C = alpha * op(A) * B + beta * C for a block-sparse A, as plain arrays. Output block
+/// row i combines the stored blocks q in [ptr[i], ptr[i+1]): block
+/// `blocks + (perm ? perm[q] : q) * b * b` (row-major b x b; read transposed when
+/// `trans_a`) times the b rows of B starting at row idx[q] * b.
+template <class TA, class TY>
+struct BsrProduct {
+  index_t b;              // block size
+  index_t out_rows;       // logical rows of C
+  index_t in_rows;        // logical rows of B
+  index_t in_block_rows;  // ceil(in_rows / b)
+  index_t width;          // columns of B and C
+  const index_t* ptr;
+  const index_t* idx;
+  const index_t* perm;  // nullptr: identity
+  bool trans_a;
+  const TA* blocks;
+  acc_t<TA> alpha;
+  acc_t<TA> beta;
+  const TA* B;
+  index_t ldb;
+  TY* C;
+  index_t ldc;
+};
+
+template <class TA, class TY>
+struct BsrKernels {
+  /// Bytes of the packed B (shared by all threads) and of one thread's workspace.
+  std::size_t (*packed_bytes)(const BsrProduct<TA, TY>&);
+  std::size_t (*workspace_bytes)(const BsrProduct<TA, TY>&);
+  /// Packs block rows [r0, r1) of B.
+  void (*pack)(const BsrProduct<TA, TY>&, void* packed, index_t r0, index_t r1);
+  /// Computes output block rows [r0, r1) from the fully packed B.
+  void (*compute)(const BsrProduct<TA, TY>&, const void* packed, void* workspace, index_t r0, index_t r1);
+};
+
+/// Sampled dense-dense product on a block structure (SDDMM): for every stored block k
+/// at (bi, bj), block_k = alpha * X[rows of bi] * Y[rows of bj]ᵀ + beta * block_k, the
+/// gradient of a BSR product with respect to its stored blocks. X: rows x width,
+/// Y: cols x width. Y is packed transposed per block column, then each thread computes
+/// the blocks of its block rows.
+template <class T>
+struct BsrSampled {
+  index_t b;
+  index_t rows;  // logical rows of the structure (= rows of X)
+  index_t cols;  // logical cols of the structure (= rows of Y)
+  index_t block_cols;
+  index_t width;
+  const index_t* ptr;
+  const index_t* idx;
+  acc_t<T> alpha;
+  acc_t<T> beta;
+  const T* X;
+  index_t ldx;
+  const T* Y;
+  index_t ldy;
+  T* blocks;
+};
+
+template <class T>
+struct SddmmKernels {
+  std::size_t (*packed_bytes)(const BsrSampled<T>&);
+  std::size_t (*workspace_bytes)(const BsrSampled<T>&);
+  /// Packs block columns [c0, c1) of Yᵀ.
+  void (*pack)(const BsrSampled<T>&, void* packed, index_t c0, index_t c1);
+  /// Computes the blocks of block rows [r0, r1).
+  void (*compute)(const BsrSampled<T>&, const void* packed, void* workspace, index_t r0, index_t r1);
+};
+
+/// CSR product C = alpha * A * B + beta * C, rows [r0, r1) per call; each element summed
+/// over the row's entries in storage order (the reference order). No packing.
+template <class T>
+struct CsrProduct {
+  index_t width;
+  const index_t* ptr;
+  const index_t* idx;
+  const T* values;
+  acc_t<T> alpha;
+  acc_t<T> beta;
+  const T* B;
+  index_t ldb;
+  T* C;
+  index_t ldc;
+};
+
+template <class T>
+struct CsrKernels {
+  void (*spmm)(const CsrProduct<T>&, index_t r0, index_t r1);
+  /// vals[p] = alpha * dot(X[row(p)], Y[col(p)]) + beta * vals[p] for entries of rows [r0, r1).
+  void (*sddmm)(const CsrProduct<T>& shape, const T* X, index_t ldx, const T* Y, index_t ldy, T* vals, index_t r0,
+                index_t r1);
+};
+
+// One table per instruction set, each compiled in its own translation unit with its
+// own flags (scalar/, avx2/, avx512/, avx512bf16/), for (TA, TY) in
+// {(float, float), (double, double), (bf16, float), (bf16, bf16)}.
+// SDDMM for T in {float, double, bf16}; CSR kernels for T in {float, double}.
+#define TRNSPARSE_ISA_TABLES(ns)                                   \
+  namespace ns {                                                   \
+  template <class TA, class TY> BsrKernels<TA, TY> bsr_kernels();  \
+  template <class T> SddmmKernels<T> sddmm_kernels();              \
+  template <class T> CsrKernels<T> csr_kernels();                  \
+  }
+TRNSPARSE_ISA_TABLES(scalar)
+TRNSPARSE_ISA_TABLES(avx2)
+TRNSPARSE_ISA_TABLES(avx512)
+#undef TRNSPARSE_ISA_TABLES
+/// bf16 operands only: vdpbf16ps pair products (needs an even block size and a
+/// non-transposed A; otherwise it runs the avx512 widening kernel).
+namespace avx512bf16 {
+template <class TY> BsrKernels<bf16, TY> bsr_kernels_bf16();
+}
+
+}  // namespace trnsparse::kernels::cpu

@@ -1,0 +1,29 @@
+// Portable kernels: the tiling of bsr_tile.inc with one-lane "vectors", compiled for the
+// x86-64 baseline. TRNSPARSE_ISA=scalar selects them.
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/cpu/kernels.hpp"
+
+namespace trnsparse::kernels::cpu::scalar {
+
+template <class Acc>
+struct Vec {
+  using reg = Acc;
+  static constexpr int W = 1;
+  static reg zero() { return Acc(0); }
+  static reg load(const Acc* p) { return *p; }
+  static void store(Acc* p, reg v) { *p = v; }
+  static reg set1(Acc x) { return x; }
+  static reg fma(reg a, reg b, reg c) { return a * b + c; }
+  static Acc hsum(reg v) { return v; }
+};
+constexpr int kMR = 4;
+constexpr int kNV = 4;
+
+#include "kernels/cpu/bsr_tile.inc"
+#include "kernels/cpu/csr_tile.inc"
+
+}  // namespace trnsparse::kernels::cpu::scalar

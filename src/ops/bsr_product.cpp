@@ -1,0 +1,60 @@
+// BSR products through a plan: validate, pick the ISA's kernels, split the output block
+// rows over threads by the plan, pack B once, compute (ops/run.hpp).
+#include "dispatch/dispatch.hpp"
+#include "runtime/checks.hpp"
+#include "ops/run.hpp"
+#include "trnsparse/plan.hpp"
+
+namespace trnsparse {
+
+namespace {
+
+namespace cpu = kernels::cpu;
+
+template <class TA>
+void check_structure(const BsrPlan& plan, const BsrMatrix<TA>& A, const char* who) {
+  if (A.structure_ptr() != plan.structure_ptr() && !(A.structure() == plan.structure()))
+    throw InvalidArgument(detail::concat(who, ": A's structure is not the plan's"));
+}
+
+}  // namespace
+
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void BsrPlan::spmm(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
+                   acc_t<TA> beta, DenseView<TY> C) const {
+  check_structure(*this, A, "spmm");
+  detail::check_spmm("spmm", A.rows(), A.cols(), B, C);
+  const BsrStructure& s = *structure_;
+  if (C.rows == 0 || C.cols == 0) return;
+  const cpu::BsrProduct<TA, TY> prod{s.block_size(), s.rows(), s.cols(), s.block_cols(), B.cols,
+                                     s.block_row_ptr().data(), s.block_col_indices().data(), nullptr, false,
+                                     A.blocks().data(), alpha, beta, B.data, B.ld, C.data, C.ld};
+  detail::run_packed(dispatch::bsr_kernels<TA, TY>(), prod, s.block_cols(), row_split(detail::parts_for(s.block_rows())));
+}
+
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void BsrPlan::spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
+                              acc_t<TA> beta, DenseView<TY> C) const {
+  check_structure(*this, A, "spmm_transposed");
+  detail::check_spmm("spmm_transposed", A.cols(), A.rows(), B, C, "A.cols()", "A.rows()");
+  const BsrStructure& s = *structure_;
+  if (C.rows == 0 || C.cols == 0) return;
+  const BscView& t = transposed();
+  const cpu::BsrProduct<TA, TY> prod{s.block_size(), s.cols(), s.rows(), s.block_rows(), B.cols,
+                                     t.col_ptr.data(), t.row_idx.data(), t.perm.data(), true,
+                                     A.blocks().data(), alpha, beta, B.data, B.ld, C.data, C.ld};
+  detail::run_packed(dispatch::bsr_kernels<TA, TY>(), prod, s.block_rows(), col_split(detail::parts_for(s.block_cols())));
+}
+
+#define TRNSPARSE_INSTANTIATE(TA, TY)                                                                            \
+  template void BsrPlan::spmm<TA, TY>(acc_t<TA>, const BsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>,         \
+                                      DenseView<TY>) const;                                                    \
+  template void BsrPlan::spmm_transposed<TA, TY>(acc_t<TA>, const BsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>, \
+                                                 DenseView<TY>) const;
+TRNSPARSE_INSTANTIATE(float, float)
+TRNSPARSE_INSTANTIATE(double, double)
+TRNSPARSE_INSTANTIATE(bf16, float)
+TRNSPARSE_INSTANTIATE(bf16, bf16)
+#undef TRNSPARSE_INSTANTIATE
+
+}  // namespace trnsparse

@@ -1,0 +1,124 @@
+// Sampled products (SDDMM), transposed products and the gradients of the products.
+#include "dispatch/dispatch.hpp"
+#include "kernels/reference/products.hpp"
+#include "ops/run.hpp"
+#include "plan/split.hpp"
+#include "runtime/checks.hpp"
+#include "trnsparse/convert.hpp"
+#include "trnsparse/ops.hpp"
+#include "trnsparse/plan.hpp"
+
+namespace trnsparse {
+
+namespace {
+
+template <class T>
+void check_sampled(const char* who, index_t rows, index_t cols, const DenseView<const T>& X,
+                   const DenseView<const T>& Y) {
+  detail::check_dim(X.rows, rows, who, "X", "rows", "out.rows()");
+  detail::check_dim(Y.rows, cols, who, "Y", "rows", "out.cols()");
+  detail::check_dim(Y.cols, X.cols, who, "Y", "columns", "X.cols");
+}
+
+template <class T>
+void check_backward(index_t rows, index_t cols, const DenseView<const T>& B, const DenseView<const T>& dC) {
+  detail::check_dim(B.rows, cols, "spmm_backward", "B", "rows", "A.cols()");
+  detail::check_dim(dC.rows, rows, "spmm_backward", "dC", "rows", "A.rows()");
+  detail::check_dim(dC.cols, B.cols, "spmm_backward", "dC", "columns", "B.cols");
+}
+
+}  // namespace
+
+template <Value T>
+void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
+                    DenseView<const std::type_identity_t<T>> Y, acc_t<T> beta, BsrMatrix<T>& out) {
+  check_sampled("sampled_matmul", out.rows(), out.cols(), X, Y);
+  detail::check_no_alias(X.data, detail::span_bytes(X), out.blocks().data(), out.blocks().size_bytes(),
+                         "sampled_matmul", "X", "out");
+  detail::check_no_alias(Y.data, detail::span_bytes(Y), out.blocks().data(), out.blocks().size_bytes(),
+                         "sampled_matmul", "Y", "out");
+  const auto p = plan(out);
+  const BsrStructure& s = out.structure();
+  const kernels::cpu::BsrSampled<T> prob{s.block_size(), s.rows(), s.cols(), s.block_cols(), X.cols,
+                                         s.block_row_ptr().data(), s.block_col_indices().data(), alpha, beta,
+                                         X.data, X.ld, Y.data, Y.ld, out.blocks().data()};
+  detail::run_packed(dispatch::sddmm_kernels<T>(), prob, s.block_cols(), p->row_split(detail::parts_for(s.block_rows())));
+}
+
+template <Value T>
+void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
+                    DenseView<const std::type_identity_t<T>> Y, acc_t<T> beta, CsrMatrix<T>& out) {
+  check_sampled("sampled_matmul", out.rows(), out.cols(), X, Y);
+  if constexpr (std::is_same_v<T, bf16>) {
+    kernels::reference::csr_sddmm(out.rows(), X.cols, out.row_ptr().data(), out.col_indices().data(),
+                                  out.values().data(), alpha, X.data, X.ld, Y.data, Y.ld, beta);
+  } else {
+    const kernels::cpu::CsrProduct<T> shape{X.cols, out.row_ptr().data(), out.col_indices().data(), nullptr,
+                                            alpha, beta, nullptr, 0, nullptr, 0};
+    const auto& kernel = dispatch::csr_kernels<T>();
+    const auto split = detail::balanced_split(out.row_ptr(), detail::parts_for(out.rows()));
+    detail::parallel_parts(static_cast<int>(split.size()) - 1, [&](int t) {
+      kernel.sddmm(shape, X.data, X.ld, Y.data, Y.ld, out.values().data(), split[t], split[t + 1]);
+    });
+  }
+}
+
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
+                     acc_t<TA> beta, DenseView<TY> C) {
+  plan(A)->spmm_transposed(alpha, A, B, beta, C);
+}
+
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
+                     acc_t<TA> beta, DenseView<TY> C) {
+  detail::check_spmm("spmm_transposed", A.cols(), A.rows(), B, C, "A.cols()", "A.rows()");
+  spmm(alpha, transpose(A), B, beta, C);  // O(nnz) to form Aᵀ, then the row-split product
+}
+
+template <Value T>
+SpmmGradients<BsrMatrix<T>, T> spmm_backward(acc_t<T> alpha, const BsrMatrix<T>& A,
+                                             DenseView<const std::type_identity_t<T>> B,
+                                             DenseView<const std::type_identity_t<T>> dC) {
+  check_backward(A.rows(), A.cols(), B, dC);
+  SpmmGradients<BsrMatrix<T>, T> g{BsrMatrix<T>(A.structure_ptr()), Dense<T>(A.cols(), B.cols)};
+  sampled_matmul(alpha, dC, B, acc_t<T>(0), g.dA);
+  spmm_transposed(alpha, A, dC, acc_t<T>(0), g.dB.view());
+  return g;
+}
+
+template <Value T>
+SpmmGradients<CsrMatrix<T>, T> spmm_backward(acc_t<T> alpha, const CsrMatrix<T>& A,
+                                             DenseView<const std::type_identity_t<T>> B,
+                                             DenseView<const std::type_identity_t<T>> dC) {
+  check_backward(A.rows(), A.cols(), B, dC);
+  SpmmGradients<CsrMatrix<T>, T> g{A, Dense<T>(A.cols(), B.cols)};
+  sampled_matmul(alpha, dC, B, acc_t<T>(0), g.dA);
+  spmm_transposed(alpha, A, dC, acc_t<T>(0), g.dB.view());
+  return g;
+}
+
+#define TRNSPARSE_INSTANTIATE_T(T)                                                                               \
+  template void sampled_matmul<T>(acc_t<T>, DenseView<const T>, DenseView<const T>, acc_t<T>, BsrMatrix<T>&);  \
+  template void sampled_matmul<T>(acc_t<T>, DenseView<const T>, DenseView<const T>, acc_t<T>, CsrMatrix<T>&);  \
+  template SpmmGradients<BsrMatrix<T>, T> spmm_backward<T>(acc_t<T>, const BsrMatrix<T>&, DenseView<const T>,   \
+                                                           DenseView<const T>);                               \
+  template SpmmGradients<CsrMatrix<T>, T> spmm_backward<T>(acc_t<T>, const CsrMatrix<T>&, DenseView<const T>,   \
+                                                           DenseView<const T>);
+TRNSPARSE_INSTANTIATE_T(float)
+TRNSPARSE_INSTANTIATE_T(double)
+TRNSPARSE_INSTANTIATE_T(bf16)
+#undef TRNSPARSE_INSTANTIATE_T
+
+#define TRNSPARSE_INSTANTIATE(TA, TY)                                                                            \
+  template void spmm_transposed<TA, TY>(acc_t<TA>, const BsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>,        \
+                                        DenseView<TY>);                                                        \
+  template void spmm_transposed<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>,        \
+                                        DenseView<TY>);
+TRNSPARSE_INSTANTIATE(float, float)
+TRNSPARSE_INSTANTIATE(double, double)
+TRNSPARSE_INSTANTIATE(bf16, float)
+TRNSPARSE_INSTANTIATE(bf16, bf16)
+#undef TRNSPARSE_INSTANTIATE
+
+}  // namespace trnsparse

@@ -1,0 +1,59 @@
+// Internal: running a packed two-phase kernel (pack, then compute) over threads.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <span>
+
+#include "runtime/workspace.hpp"
+#include "trnsparse/runtime.hpp"
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::detail {
+
+/// Threads worth using for `units` independent output units (block rows, rows).
+inline int parts_for(index_t units) {
+  return static_cast<int>(std::max<index_t>(1, std::min<index_t>(num_threads(), units)));
+}
+
+/// Runs f(t) for t in [0, parts) on up to `parts` OpenMP threads. The runtime may grant
+/// fewer threads than asked, so threads stride over the parts: each part runs exactly
+/// once, and what it computes does not depend on which thread runs it.
+template <class F>
+void parallel_parts(int parts, F&& f) {
+  if (parts == 1) {
+    f(0);
+    return;
+  }
+#pragma omp parallel num_threads(parts)
+  for (int t = omp_get_thread_num(); t < parts; t += omp_get_num_threads()) f(t);
+}
+
+/// Runs a kernel table with the BsrKernels shape (packed_bytes, workspace_bytes, pack,
+/// compute): part t packs an even share of the `pack_units` operand units, then, after
+/// a barrier, computes output units [split[t], split[t+1]) with its own workspace.
+/// One writer per output unit: results do not depend on the number of parts.
+template <class Kernels, class Problem>
+void run_packed(const Kernels& k, const Problem& prob, index_t pack_units, std::span<const index_t> split) {
+  const int parts = static_cast<int>(split.size()) - 1;
+  const std::size_t packed_bytes = round_to_line(k.packed_bytes(prob));
+  const std::size_t ws_bytes = round_to_line(k.workspace_bytes(prob));
+  std::byte* mem = thread_workspace(packed_bytes + static_cast<std::size_t>(parts) * ws_bytes);
+  auto pack_share = [&](int t) { k.pack(prob, mem, pack_units * t / parts, pack_units * (t + 1) / parts); };
+  auto compute_share = [&](int t) { k.compute(prob, mem, mem + packed_bytes + t * ws_bytes, split[t], split[t + 1]); };
+  if (parts == 1) {
+    pack_share(0);
+    compute_share(0);
+    return;
+  }
+#pragma omp parallel num_threads(parts)
+  {
+    const int tid = omp_get_thread_num(), team = omp_get_num_threads();
+    for (int t = tid; t < parts; t += team) pack_share(t);
+#pragma omp barrier
+    for (int t = tid; t < parts; t += team) compute_share(t);
+  }
+}
+
+}  // namespace trnsparse::detail

@@ -1,0 +1,138 @@
+#include "trnsparse/plan.hpp"
+
+#include <algorithm>
+#include <list>
+#include <numeric>
+#include <unordered_map>
+
+#include "plan/split.hpp"
+#include "runtime/checks.hpp"
+
+namespace trnsparse {
+
+
+BsrPlan::BsrPlan(std::shared_ptr<const BsrStructure> structure) : structure_(std::move(structure)) {
+  if (!structure_) throw InvalidArgument("plan: structure is null");
+}
+
+std::span<const index_t> BsrPlan::cached_split(std::vector<std::pair<int, std::vector<index_t>>>& cache, int parts,
+                                               bool columns) const {
+  if (parts < 1) throw InvalidArgument(detail::concat("plan: parts = ", parts, " must be >= 1"));
+  std::lock_guard lock(split_mutex_);
+  for (const auto& [p, s] : cache)
+    if (p == parts) return s;
+  const std::span<const index_t> ptr = columns ? std::span<const index_t>(transposed().col_ptr) : structure_->block_row_ptr();
+  cache.emplace_back(parts, detail::balanced_split(ptr, parts));
+  return cache.back().second;
+}
+
+std::span<const index_t> BsrPlan::row_split(int parts) const { return cached_split(row_splits_, parts, false); }
+std::span<const index_t> BsrPlan::col_split(int parts) const { return cached_split(col_splits_, parts, true); }
+
+const BscView& BsrPlan::transposed() const {
+  std::call_once(transposed_once_, [this] {
+    const BsrStructure& s = *structure_;
+    const auto ptr = s.block_row_ptr();
+    const auto col = s.block_col_indices();
+    BscView v;
+    v.col_ptr.assign(static_cast<std::size_t>(s.block_cols()) + 1, 0);
+    for (index_t j : col) ++v.col_ptr[j + 1];
+    std::partial_sum(v.col_ptr.begin(), v.col_ptr.end(), v.col_ptr.begin());
+    std::vector<index_t> next(v.col_ptr.begin(), v.col_ptr.end() - 1);
+    v.row_idx.resize(col.size());
+    v.perm.resize(col.size());
+    for (index_t bi = 0; bi < s.block_rows(); ++bi)
+      for (index_t k = ptr[bi]; k < ptr[bi + 1]; ++k) {
+        const index_t q = next[col[k]]++;
+        v.row_idx[q] = bi;
+        v.perm[q] = k;
+      }
+    transposed_ = std::move(v);
+  });
+  return transposed_;
+}
+
+// ---- the cache ------------------------------------------------------------------------
+
+namespace {
+
+class PlanCache {
+public:
+  std::shared_ptr<const BsrPlan> get(const std::shared_ptr<const BsrStructure>& s) {
+    std::lock_guard lock(mutex_);
+    const auto range = index_.equal_range(s->fingerprint());
+    for (auto it = range.first; it != range.second; ++it) {
+      const auto& cached = *it->second;
+      if (cached->structure_ptr() == s || cached->structure() == *s) {
+        lru_.splice(lru_.begin(), lru_, it->second);  // most recent first
+        ++hits_;
+        return cached;
+      }
+    }
+    ++misses_;
+    auto p = std::make_shared<const BsrPlan>(s);
+    lru_.push_front(p);
+    index_.emplace(s->fingerprint(), lru_.begin());
+    evict();
+    return p;
+  }
+
+  PlanCacheStats stats() {
+    std::lock_guard lock(mutex_);
+    return {hits_, misses_, lru_.size(), capacity_};
+  }
+
+  void clear() {
+    std::lock_guard lock(mutex_);
+    lru_.clear();
+    index_.clear();
+    hits_ = misses_ = 0;
+  }
+
+  void set_capacity(std::size_t capacity) {
+    std::lock_guard lock(mutex_);
+    capacity_ = capacity;
+    evict();
+  }
+
+private:
+  using Lru = std::list<std::shared_ptr<const BsrPlan>>;
+
+  void evict() {
+    while (lru_.size() > capacity_) {
+      const auto last = std::prev(lru_.end());
+      const auto range = index_.equal_range((*last)->structure().fingerprint());
+      for (auto it = range.first; it != range.second; ++it)
+        if (it->second == last) {
+          index_.erase(it);
+          break;
+        }
+      lru_.pop_back();
+    }
+  }
+
+  std::mutex mutex_;
+  Lru lru_;
+  std::unordered_multimap<std::uint64_t, Lru::iterator> index_;
+  std::size_t capacity_ = 64;
+  std::uint64_t hits_ = 0;
+  std::uint64_t misses_ = 0;
+};
+
+PlanCache& cache() {
+  static PlanCache c;
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const BsrPlan> plan(const std::shared_ptr<const BsrStructure>& structure) {
+  if (!structure) throw InvalidArgument("plan: structure is null");
+  return cache().get(structure);
+}
+
+PlanCacheStats plan_cache_stats() { return cache().stats(); }
+void clear_plan_cache() { cache().clear(); }
+void set_plan_cache_capacity(std::size_t capacity) { cache().set_capacity(capacity); }
+
+}  // namespace trnsparse

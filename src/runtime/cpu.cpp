@@ -1,0 +1,111 @@
+#include <omp.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "runtime/checks.hpp"
+#include "trnsparse/runtime.hpp"
+
+namespace trnsparse {
+
+namespace {
+
+CpuFeatures detect() noexcept {
+  // __builtin_cpu_supports checks CPUID and that the OS saves the wider registers.
+  __builtin_cpu_init();
+  CpuFeatures f;
+  f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  f.avx512 = f.avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
+  return f;
+}
+
+Isa best_isa() noexcept {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512 ? Isa::avx512 : f.avx2_fma ? Isa::avx2 : Isa::scalar;
+}
+
+Isa isa_from_env() {
+  const char* env = std::getenv("TRNSPARSE_ISA");
+  if (!env || !*env) return best_isa();
+  const std::string_view name(env);
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    if (name == to_string(isa)) {
+      if (!isa_supported(isa))
+        throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": this CPU does not support ", name));
+      return isa;
+    }
+  throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": expected scalar, avx2 or avx512"));
+}
+
+int threads_from_env() {
+  const char* env = std::getenv("TRNSPARSE_NUM_THREADS");
+  if (!env || !*env) return omp_get_max_threads();
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || n < 1 || n > 4096)
+    throw InvalidArgument(detail::concat("TRNSPARSE_NUM_THREADS=", env, ": expected an integer in [1, 4096]"));
+  return static_cast<int>(n);
+}
+
+// -1: not chosen yet. Set once from the environment, or by set_isa / set_num_threads.
+std::atomic<int> g_isa{-1};
+std::atomic<int> g_threads{-1};
+std::mutex g_init;
+
+template <class F>
+int chosen(std::atomic<int>& slot, F&& from_env) {
+  int v = slot.load(std::memory_order_acquire);
+  if (v >= 0) return v;
+  std::lock_guard lock(g_init);
+  v = slot.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = from_env();
+    slot.store(v, std::memory_order_release);
+  }
+  return v;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() noexcept {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+bool isa_supported(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::scalar: return true;
+    case Isa::avx2: return cpu_features().avx2_fma;
+    case Isa::avx512: return cpu_features().avx512;
+  }
+  return false;
+}
+
+std::string_view to_string(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+Isa active_isa() { return static_cast<Isa>(chosen(g_isa, [] { return static_cast<int>(isa_from_env()); })); }
+
+void set_isa(Isa isa) {
+  if (!isa_supported(isa)) throw NotSupported(detail::concat("set_isa: this CPU does not support ", to_string(isa)));
+  g_isa.store(static_cast<int>(isa), std::memory_order_release);
+}
+
+int num_threads() { return chosen(g_threads, threads_from_env); }
+
+void set_num_threads(int n) {
+  if (n < 1) throw InvalidArgument(detail::concat("set_num_threads: n = ", n, " must be >= 1"));
+  g_threads.store(n, std::memory_order_release);
+}
+
+}  // namespace trnsparse
