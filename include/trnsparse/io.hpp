@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "trnsparse/coo.hpp"
+#include "trnsparse/csr.hpp"
 
 namespace trnsparse {
 
@@ -28,17 +29,25 @@ struct MmHeader {
 };
 
 /// What a file holds. `entries` is the full matrix: symmetric and skew-symmetric
-/// files are expanded (the mirror of each off-diagonal entry is added), `pattern`
-/// entries are 1, array files list every element (zeros included), coordinate
-/// entries keep the file's order and duplicates.
+/// files are expanded (the mirror of each off-diagonal entry is added, negated for
+/// skew-symmetric; entries may lie in either triangle), `pattern` entries are 1,
+/// array files list every element (zeros included, and the zero diagonal of a
+/// skew-symmetric array), coordinate entries keep the file's order and duplicates.
 struct MmMatrix {
   MmHeader header;
   index_t stored_entries = 0;  ///< entries as written in the file
   CooMatrix<double> entries{0, 0};
 };
 
-/// Reads a Matrix Market file. @throw IoError if it cannot be read; ParseError
-/// (with the line) for malformed content; NotSupported for complex or hermitian.
+/// Reads a Matrix Market file. Banner words are case-insensitive; blank lines and
+/// `%` comment lines may appear anywhere after the banner. Values are parsed
+/// strictly (the whole token, "nan" and "inf" accepted for real; a value that
+/// underflows reads as zero, one that overflows a double is an error). Memory grows
+/// with the entries actually read, never with the size the header declares.
+/// O(file size).
+/// @throw IoError naming the path if it cannot be opened or read; ParseError (with
+/// the 1-based line and what was expected) for malformed content; NotSupported for
+/// `complex` or `hermitian`.
 MmMatrix read_matrix_market(const std::filesystem::path& path);
 /// Reads from a stream; `source` names it in errors.
 MmMatrix read_matrix_market(std::istream& in, std::string_view source = "<stream>");
@@ -48,16 +57,29 @@ struct MmWriteOptions {
   MmField field = MmField::real;
   /// symmetric / skew_symmetric require A to be so (checked) and write one triangle.
   MmSymmetry symmetry = MmSymmetry::general;
-  /// Significant digits for real values; 17 round-trips a double exactly.
+  /// Significant digits for real values (>= 1). 17 or more writes the shortest
+  /// representation that reads back as the same double.
   int precision = 17;
 };
 
-/// Writes A (duplicates summed). The file is written to a temporary beside `path`
-/// and renamed over it, so a failure never leaves a partial file.
-/// @throw IoError; InvalidArgument when A does not fit the options (not symmetric,
-/// non-integer value for `integer`).
+/// Writes A (duplicates summed, explicit zeros kept) row by row (coordinate) or
+/// column by column (array). Symmetric kinds write the lower triangle (strictly
+/// lower for skew-symmetric, whose diagonal is zero); `pattern` writes positions
+/// only and needs a symmetric pattern (not values) for `symmetric`. The file is
+/// written to a temporary beside `path` and renamed over it, so a failure never
+/// leaves a partial file. O(nnz log nnz) for coordinate, O(rows * cols) for array.
+/// @throw IoError naming the path; InvalidArgument when A does not fit the options
+/// (not symmetric / skew-symmetric, non-integer value for `integer`, `pattern` with
+/// `array` or `skew_symmetric`, precision < 1), before anything is written.
 void write_matrix_market(const std::filesystem::path& path, const CooMatrix<double>& A, const MmWriteOptions& options = {});
 void write_matrix_market(std::ostream& out, const CooMatrix<double>& A, const MmWriteOptions& options = {});
+
+/// True when A can be stored with `symmetry`: always for `general`; for `symmetric`
+/// (`skew_symmetric`) when A is square and a_ij == a_ji (a_ij == -a_ji) for every
+/// stored entry, a missing entry counting as zero and NaN matching NaN. O(nnz + rows).
+///
+///     bool s = trnsparse::has_symmetry(trnsparse::to_csr(mm.entries), trnsparse::MmSymmetry::symmetric);
+bool has_symmetry(const CsrMatrix<double>& A, MmSymmetry symmetry);
 
 /// Names as the Matrix Market banner spells them ("coordinate", "skew-symmetric", ...).
 std::string_view to_string(MmFormat f) noexcept;

@@ -12,12 +12,16 @@ namespace trnsparse {
 
 namespace {
 
+/// Shapes of X and Y against out (rows x cols), and neither may overlap out's values.
 template <class T>
-void check_sampled(const char* who, index_t rows, index_t cols, const DenseView<const T>& X,
-                   const DenseView<const T>& Y) {
+void check_sampled(index_t rows, index_t cols, const DenseView<const T>& X, const DenseView<const T>& Y,
+                   std::span<const T> out) {
+  const char* who = "sampled_matmul";
   detail::check_dim(X.rows, rows, who, "X", "rows", "out.rows()");
   detail::check_dim(Y.rows, cols, who, "Y", "rows", "out.cols()");
   detail::check_dim(Y.cols, X.cols, who, "Y", "columns", "X.cols");
+  detail::check_no_alias(X.data, detail::span_bytes(X), out.data(), out.size_bytes(), who, "X", "out");
+  detail::check_no_alias(Y.data, detail::span_bytes(Y), out.data(), out.size_bytes(), who, "Y", "out");
 }
 
 template <class T>
@@ -32,11 +36,7 @@ void check_backward(index_t rows, index_t cols, const DenseView<const T>& B, con
 template <Value T>
 void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
                     DenseView<const std::type_identity_t<T>> Y, acc_t<T> beta, BsrMatrix<T>& out) {
-  check_sampled("sampled_matmul", out.rows(), out.cols(), X, Y);
-  detail::check_no_alias(X.data, detail::span_bytes(X), out.blocks().data(), out.blocks().size_bytes(),
-                         "sampled_matmul", "X", "out");
-  detail::check_no_alias(Y.data, detail::span_bytes(Y), out.blocks().data(), out.blocks().size_bytes(),
-                         "sampled_matmul", "Y", "out");
+  check_sampled<T>(out.rows(), out.cols(), X, Y, out.blocks());
   const auto p = plan(out);
   const BsrStructure& s = out.structure();
   const kernels::cpu::BsrSampled<T> prob{s.block_size(), s.rows(), s.cols(), s.block_cols(), X.cols,
@@ -48,7 +48,7 @@ void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
 template <Value T>
 void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
                     DenseView<const std::type_identity_t<T>> Y, acc_t<T> beta, CsrMatrix<T>& out) {
-  check_sampled("sampled_matmul", out.rows(), out.cols(), X, Y);
+  check_sampled<T>(out.rows(), out.cols(), X, Y, out.values());
   if constexpr (std::is_same_v<T, bf16>) {
     kernels::reference::csr_sddmm(out.rows(), X.cols, out.row_ptr().data(), out.col_indices().data(),
                                   out.values().data(), alpha, X.data, X.ld, Y.data, Y.ld, beta);

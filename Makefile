@@ -1,0 +1,77 @@
+# trnsparse: the two commands the README shows (`make demo`, `make test`) and the builds
+# behind them. Each build tree comes from a preset in CMakePresets.json.
+#
+#   make deps      install the missing Debian packages (through sudo when not root)
+#   make build     Release build into build/ (the tool is build/bin/trnsparse)
+#   make demo      build, then run `build/bin/trnsparse demo`
+#   make check     the whole test suite of build/
+#   make asan      Debug build with ASan + UBSan into build-asan/, its "unit" and "cli" tests
+#   make fuzz      clang build into build-fuzz/, each fuzzer for FUZZ_SECONDS on its seed corpus
+#   make test      check, asan and fuzz in turn, then one summary line
+#   make install   build, then install into PREFIX
+#   make clean     remove the three build trees
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+JOBS ?= 2
+PREFIX ?= /usr/local
+FUZZ_SECONDS ?= 30
+
+# Every Debian package the build and the tests need, in one list (libomp-dev: OpenMP for
+# the clang fuzz build; python3: the interpreter of the cli tests).
+DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev libomp-dev \
+                libgtest-dev libgmock-dev libcli11-dev python3
+APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
+
+.PHONY: deps build demo check asan fuzz test install clean
+
+# A package counts as present only when installed (not merely known with its config files).
+deps:
+	@missing=(); \
+	for p in $(DEB_PACKAGES); do \
+	  [[ "$$(dpkg-query -W -f='$${db:Status-Status}' "$$p" 2>/dev/null)" == installed ]] || missing+=("$$p"); \
+	done; \
+	if (( $${#missing[@]} )); then \
+	  echo "deps: installing $${missing[*]}"; \
+	  $(APT_GET) update; \
+	  $(APT_GET) install -y --no-install-recommends "$${missing[@]}"; \
+	fi
+
+build: deps
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+
+demo: build
+	build/bin/trnsparse demo
+
+check: build
+	ctest --preset release -j $(JOBS)
+
+asan: deps
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan -j $(JOBS)
+
+fuzz: deps
+	cmake --preset fuzz -D TRNSPARSE_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --build --preset fuzz -j $(JOBS)
+	ctest --preset fuzz -j $(JOBS)
+
+# Runs every phase even after a failure, so one run reports them all.
+test: deps
+	@failed=(); summary=""; \
+	for phase in check asan fuzz; do \
+	  start=$$SECONDS; \
+	  $(MAKE) --no-print-directory $$phase || failed+=("$$phase"); \
+	  summary+="$${summary:+, }$$phase $$((SECONDS - start)) s"; \
+	done; \
+	echo; \
+	if (( $${#failed[@]} )); then echo "==== make test: FAILED in $${failed[*]} ($$summary) ===="; exit 1; fi; \
+	echo "==== make test: PASSED ($$summary) ===="
+
+install: build
+	cmake --install build --prefix "$(PREFIX)"
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,325 @@
+// The benchmark sections. Every row carries the machine, the ISA, the thread count, the
+// sizes and, measured in the same run on the same data, trnsparse and its baselines.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "baselines.hpp"
+#include "common.hpp"
+#include "kernels/reference/products.hpp"
+#include "trnsparse/convert.hpp"
+#include "trnsparse/error.hpp"
+#include "trnsparse/generators.hpp"
+#include "trnsparse/io.hpp"
+#include "trnsparse/ops.hpp"
+#include "trnsparse/plan.hpp"
+#include "trnsparse/runtime.hpp"
+
+namespace trnsparse::bench {
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+/// The fields every row starts with.
+Row header(const char* section, const Options& o, int threads) {
+  static const std::string machine = cpu_model();
+  return {{"section", str(section)}, {"machine", str(machine)}, {"isa", str(to_string(active_isa()))},
+          {"threads", num(threads)},  {"dtype", str(o.dtype)}};
+}
+
+/// A random b x b block pattern of the given block density on an n x n matrix, values
+/// uniform in [-1, 1): the same for the same arguments.
+template <class T>
+BsrMatrix<T> random_bsr(index_t n, index_t b, double density, std::uint64_t seed) {
+  Rng rng{seed};
+  const index_t nb = (n + b - 1) / b;
+  std::vector<index_t> ptr{0}, idx;
+  for (index_t i = 0; i < nb; ++i) {
+    for (index_t j = 0; j < nb; ++j)
+      if (rng.uniform() < density) idx.push_back(j);
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  BsrMatrix<T> A(BsrStructure::make(n, n, b, std::move(ptr), std::move(idx)));
+  for (T& v : A.blocks()) v = T(static_cast<float>(rng.symmetric()));
+  A.zero_padding();
+  return A;
+}
+
+template <class T>
+Dense<T> random_dense(index_t rows, index_t cols, std::uint64_t seed) {
+  Rng rng{seed};
+  Dense<T> D(rows, cols);
+  for (T& v : D.values()) v = T(static_cast<float>(rng.symmetric()));
+  return D;
+}
+
+/// max over up to 32 sampled rows of |C - A B| / (|A| |B|), the reference in float64.
+template <class T, class TC>
+double sampled_rel_err(const Dense<double>& A, DenseView<const T> B, DenseView<const TC> C) {
+  double worst = 0;
+  const index_t step = std::max<index_t>(1, A.rows() / 32);
+  for (index_t i = 0; i < A.rows(); i += step)
+    for (index_t j = 0; j < B.cols; ++j) {
+      double ref = 0, mag = 0;
+      for (index_t k = 0; k < A.cols(); ++k) {
+        const double p = A(i, k) * static_cast<double>(static_cast<float>(B(k, j)));
+        ref += p;
+        mag += std::fabs(p);
+      }
+      if (mag > 0) worst = std::max(worst, std::fabs(static_cast<double>(static_cast<float>(C(i, j))) - ref) / mag);
+    }
+  return worst;
+}
+
+/// Runs the dense baseline in a child process with OPENBLAS_CORETYPE and
+/// OPENBLAS_L2_SIZE unset (OpenBLAS then picks its own kernel for this CPU). Returns
+/// the child's row (dense_ms, rel_err, corename), empty if the child failed.
+Row dense_child(const Options& o, index_t n, index_t width, int threads) {
+  if (o.self.empty()) return {};
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE '" + o.self + "' bench --section dense-child" +
+                          " --size " + std::to_string(n) + " --widths " + std::to_string(width) + " --dtype " +
+                          (o.dtype == "fp64" ? "fp64" : "fp32") + " --reps " + std::to_string(o.reps) +
+                          " --threads " + std::to_string(threads) + " --json";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return {};
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe.get())) out += buf;
+  if (pclose(pipe.release()) != 0) return {};
+  // The child's one line: {"dense_ms":..,"rel_err":..,"corename":".."}: pull the values.
+  Row row;
+  for (const char* key : {"dense_ms", "rel_err", "corename"}) {
+    const std::string k = std::string("\"") + key + "\":";
+    const auto at = out.find(k);
+    if (at == std::string::npos) return {};
+    const auto begin = at + k.size();
+    const auto end = out.find_first_of(",}", begin);
+    row.emplace_back(key, out.substr(begin, end - begin));
+  }
+  return row;
+}
+
+double field(const Row& row, const std::string& key) {
+  for (const auto& [k, v] : row)
+    if (k == key) return v == "null" ? NAN : std::stod(v);
+  return NAN;
+}
+
+/// The dense GEMM baseline for C (n x width) = A (n x n) B: in this process and in a
+/// child with OpenBLAS's own kernel choice; the faster one that computes correctly.
+struct DenseBaseline {
+  double ms = NAN;
+  std::string core;
+  double inproc_ms = NAN;
+  double child_ms = NAN;
+};
+
+template <class G>
+DenseBaseline dense_baseline(const Options& o, const Dense<G>& A, const Dense<G>& B, int threads) {
+  Dense<G> C(A.rows(), B.cols());
+  DenseBaseline d;
+  d.inproc_ms = gemm_ms(A.view(), B.view(), C.view(), o.reps, threads);
+  d.ms = d.inproc_ms;
+  d.core = openblas_core();
+  const Row child = dense_child(o, A.rows(), B.cols(), threads);
+  d.child_ms = field(child, "dense_ms");
+  const double child_err = field(child, "rel_err");
+  if (std::isfinite(d.child_ms) && child_err < 1e-3 && d.child_ms < d.ms) {
+    d.ms = d.child_ms;
+    for (const auto& [k, v] : child)
+      if (k == "corename") d.core = v.substr(1, v.size() - 2);
+  }
+  return d;
+}
+
+/// bf16 products compare against fp32 baselines (OpenBLAS and Eigen have no bf16 GEMM here).
+template <class T>
+using Baseline = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T, class TC>
+void bsr_section(const Options& o, int threads, const Emit& emit) {
+  using G = Baseline<T>;
+  const double peak = fma_peak_gflops(threads);
+  for (index_t n : o.sizes) {
+    const Dense<G> A_dense = random_dense<G>(n, n, 1);
+    for (index_t width : o.widths) {
+      const Dense<T> B = random_dense<T>(n, width, 2);
+      const Dense<G> B_base = cast<G>(B.view());
+      const DenseBaseline dense = dense_baseline(o, A_dense, B_base, threads);
+      for (double density : o.densities) {
+        const BsrMatrix<T> A = random_bsr<T>(n, o.block_size, density, 3);
+        const Dense<double> A64 = to_dense(cast<double>(A));
+        Dense<TC> C(n, width);
+        clear_plan_cache();
+        auto t0 = std::chrono::steady_clock::now();
+        const auto p = plan(A);
+        const double plan_first = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        t0 = std::chrono::steady_clock::now();
+        (void)plan(A);
+        const double plan_repeat = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double ms = median_ms(o.reps, [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); });
+        const double rel_err = sampled_rel_err<T, TC>(A64, B.view(), C.view());
+        const double flops = 2.0 * static_cast<double>(A.n_blocks()) * o.block_size * o.block_size * width;
+
+        const CsrMatrix<G> A_csr = to_csr(cast<G>(A));
+        Dense<G> C_base(n, width);
+        const double eigen = eigen_spmm_ms(A_csr, B_base.view(), C_base.view(), o.reps, threads);
+        double reference = NAN;
+        if (flops <= o.reference_gflop_limit * 1e9) {
+          const auto& s = A.structure();
+          const kernels::reference::BsrArrays arr{s.rows(), s.cols(), s.block_size(), s.block_rows(),
+                                                  s.block_row_ptr().data(), s.block_col_indices().data()};
+          reference = median_ms(1, [&] {
+            kernels::reference::bsr_spmm(arr, A.blocks().data(), width, acc_t<T>(1), B.view().data, B.ld(),
+                                         acc_t<T>(0), C.view().data, C.ld());
+          });
+        }
+        Row row = header("bsr", o, threads);
+        row.insert(row.end(), {{"n", num(n)},
+                               {"width", num(width)},
+                               {"block_size", num(o.block_size)},
+                               {"block_density", num(density)},
+                               {"stored_blocks", num(A.n_blocks())},
+                               {"trnsparse_ms", num(ms)},
+                               {"dense_ms", num(dense.ms)},
+                               {"dense_core", str(dense.core)},
+                               {"dense_inproc_ms", num(dense.inproc_ms)},
+                               {"dense_child_ms", num(dense.child_ms)},
+                               {"eigen_ms", num(eigen)},
+                               {"reference_ms", num(reference)},
+                               {"rel_err", num(rel_err)},
+                               {"gflops", num(flops / ms / 1e6)},
+                               {"peak_gflops", num(peak)},
+                               {"speedup_vs_dense", num(dense.ms / ms)},
+                               {"speedup_vs_eigen", num(eigen / ms)},
+                               {"plan_ms_first", num(plan_first)},
+                               {"plan_ms_repeat", num(plan_repeat)}});
+        emit(row);
+      }
+    }
+  }
+}
+
+/// CSR SpMM at element densities `o.densities`, against Eigen on the same matrix.
+template <class T>
+void csr_section(const Options& o, int threads, const Emit& emit) {
+  for (index_t n : o.sizes)
+    for (double density : o.densities) {
+      const CsrMatrix<T> A = random_csr<T>(n, n, density, 4);
+      for (index_t width : o.widths) {
+        const Dense<T> B = random_dense<T>(n, width, 5);
+        Dense<T> C(n, width), C_eigen(n, width);
+        const double ms = median_ms(o.reps, [&] { spmm(T(1), A, B.view(), T(0), C.view()); });
+        const double eigen = eigen_spmm_ms(A, B.view(), C_eigen.view(), o.reps, threads);
+        const double flops = 2.0 * static_cast<double>(A.nnz()) * width;
+        Row row = header("csr", o, threads);
+        row.insert(row.end(), {{"n", num(n)},
+                               {"width", num(width)},
+                               {"density", num(density)},
+                               {"nnz", num(A.nnz())},
+                               {"trnsparse_ms", num(ms)},
+                               {"eigen_ms", num(eigen)},
+                               {"gflops", num(flops / ms / 1e6)},
+                               {"speedup_vs_eigen", num(eigen / ms)}});
+        emit(row);
+      }
+    }
+}
+
+/// Bytes a CSR SpMV moves at least once: values, column indices, row pointers, x, y.
+template <class T>
+double spmv_bytes(const CsrMatrix<T>& A) {
+  return static_cast<double>(A.nnz()) * (sizeof(T) + sizeof(index_t)) +
+         static_cast<double>(A.rows() + 1) * sizeof(index_t) + static_cast<double>(A.rows() + A.cols()) * sizeof(T);
+}
+
+template <class T>
+void spmv_row(const Options& o, int threads, double stream, const std::string& name, const CsrMatrix<T>& A,
+              const Emit& emit) {
+  std::vector<T> x(static_cast<std::size_t>(A.cols()), T(1)), y(static_cast<std::size_t>(A.rows()));
+  const double ms = median_ms(o.reps, [&] { spmv(T(1), A, x, T(0), std::span(y)); });
+  Dense<T> y_eigen(A.rows(), 1);
+  const double eigen =
+      eigen_spmm_ms(A, DenseView<const T>(x.data(), A.cols(), 1, 1), y_eigen.view(), o.reps, threads);
+  Row row = header("spmv", o, threads);
+  row.insert(row.end(), {{"matrix", str(name)},
+                         {"n", num(A.rows())},
+                         {"nnz", num(A.nnz())},
+                         {"trnsparse_ms", num(ms)},
+                         {"eigen_ms", num(eigen)},
+                         {"gbps", num(spmv_bytes(A) / ms / 1e6)},
+                         {"stream_gbps", num(stream)},
+                         {"speedup_vs_eigen", num(eigen / ms)}});
+  if (A.rows() == A.cols()) {  // the half-storage product, when A is symmetric
+    const CsrMatrix<T> At = transpose(A);
+    if (std::ranges::equal(At.col_indices(), A.col_indices()) && std::ranges::equal(At.values(), A.values())) {
+      std::vector<index_t> ptr{0}, idx;
+      std::vector<T> vals;
+      for (index_t i = 0; i < A.rows(); ++i) {
+        for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p)
+          if (A.col_indices()[p] >= i) idx.push_back(A.col_indices()[p]), vals.push_back(A.values()[p]);
+        ptr.push_back(static_cast<index_t>(idx.size()));
+      }
+      const CsrMatrix<T> U(A.rows(), A.cols(), std::move(ptr), std::move(idx), std::move(vals));
+      const double sym = median_ms(o.reps, [&] { spmv_symmetric(T(1), U, Triangle::upper, x, T(0), std::span(y)); });
+      row.emplace_back("sym_ms", num(sym));
+      row.emplace_back("sym_speedup_vs_eigen", num(eigen / sym));
+    }
+  }
+  emit(row);
+}
+
+template <class T>
+void spmv_section(const Options& o, int threads, const Emit& emit) {
+  const double stream = stream_triad_gbps(index_t{1} << 25, o.reps, threads);
+  spmv_row(o, threads, stream, "poisson3d_" + std::to_string(o.poisson_n), poisson3d<T>(o.poisson_n), emit);
+  for (const auto& path : o.matrices) {
+    const MmMatrix mm = read_matrix_market(path);
+    spmv_row(o, threads, stream, path.filename().string(), cast<T>(to_csr(mm.entries)), emit);
+  }
+}
+
+}  // namespace
+
+void run(const Options& o, const Emit& emit) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const int threads = num_threads();
+  if (o.section == "bsr") {
+    if (o.dtype == "fp32") return bsr_section<float, float>(o, threads, emit);
+    if (o.dtype == "fp64") return bsr_section<double, double>(o, threads, emit);
+    if (o.dtype == "bf16") return bsr_section<bf16, float>(o, threads, emit);
+  } else if (o.section == "csr" || o.section == "spmv") {
+    const bool csr = o.section == "csr";
+    if (o.dtype == "fp32") return csr ? csr_section<float>(o, threads, emit) : spmv_section<float>(o, threads, emit);
+    if (o.dtype == "fp64") return csr ? csr_section<double>(o, threads, emit) : spmv_section<double>(o, threads, emit);
+    throw InvalidArgument("bench: --dtype " + o.dtype + " is not available for section " + o.section +
+                          " (CSR kernels are fp32 and fp64)");
+  } else {
+    throw InvalidArgument("bench: --section " + o.section + ": expected bsr, csr or spmv");
+  }
+  throw InvalidArgument("bench: --dtype " + o.dtype + ": expected fp32, fp64 or bf16");
+}
+
+void run_dense_child(index_t n, index_t width, std::string_view dtype, int reps, int threads, const Emit& emit) {
+  auto measure = [&](auto zero) {
+    using G = decltype(zero);
+    const Dense<G> A = random_dense<G>(n, n, 1), B = random_dense<G>(n, width, 2);
+    Dense<G> C(n, width);
+    const double ms = gemm_ms(A.view(), B.view(), C.view(), reps, threads);
+    const double err = sampled_rel_err<G, G>(cast<double>(A.view()), B.view(), C.view());
+    emit({{"dense_ms", num(ms)}, {"rel_err", num(err)}, {"corename", str(openblas_core())}});
+  };
+  if (dtype == "fp64") measure(0.0);
+  else measure(0.0f);
+}
+
+}  // namespace trnsparse::bench

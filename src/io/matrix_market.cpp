@@ -1,0 +1,852 @@
+/// @file matrix_market.cpp
+/// Matrix Market reading and writing (see io.hpp).
+///
+/// Reading streams the text through `LineReader` (chunks of up to 1 MiB, each line a
+/// view into the chunk: no allocation per line) and parses the tokens of a line with
+/// std::from_chars. Writing validates everything first, then formats canonical
+/// entries into a 64 KiB buffer with std::to_chars; files go through a temporary that
+/// is renamed over the target only once complete. Memory is O(entries) in both
+/// directions, whatever the shape.
+
+#include "trnsparse/io.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <istream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trnsparse/convert.hpp"
+#include "trnsparse/error.hpp"
+
+namespace trnsparse {
+
+std::string_view to_string(MmFormat f) noexcept {
+  switch (f) {
+    case MmFormat::coordinate: return "coordinate";
+    case MmFormat::array: return "array";
+  }
+  return "?";
+}
+
+std::string_view to_string(MmField f) noexcept {
+  switch (f) {
+    case MmField::real: return "real";
+    case MmField::integer: return "integer";
+    case MmField::pattern: return "pattern";
+  }
+  return "?";
+}
+
+std::string_view to_string(MmSymmetry s) noexcept {
+  switch (s) {
+    case MmSymmetry::general: return "general";
+    case MmSymmetry::symmetric: return "symmetric";
+    case MmSymmetry::skew_symmetric: return "skew-symmetric";
+  }
+  return "?";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::array all_formats{MmFormat::coordinate, MmFormat::array};
+constexpr std::array all_fields{MmField::real, MmField::integer, MmField::pattern};
+constexpr std::array all_symmetries{MmSymmetry::general, MmSymmetry::symmetric, MmSymmetry::skew_symmetric};
+
+/// Entries reserved up front at most when the input length is unknown (a pipe);
+/// beyond that, the arrays grow as entries arrive.
+constexpr index_t unknown_length_reserve = index_t{1} << 16;
+
+// ---- shared by reading and writing ------------------------------------------------
+
+/// Why the banner combination is invalid (the Matrix Market rules), or nullptr.
+const char* invalid_combination(MmFormat format, MmField field, MmSymmetry symmetry) noexcept {
+  if (field == MmField::pattern && format == MmFormat::array) return "the 'pattern' field requires the 'coordinate' format";
+  if (field == MmField::pattern && symmetry == MmSymmetry::skew_symmetric)
+    return "the 'pattern' field cannot be 'skew-symmetric'";
+  return nullptr;
+}
+
+/// The first row of column j that a file stores: every row for general, the lower
+/// triangle with the diagonal for symmetric, the strict lower triangle for
+/// skew-symmetric (whose diagonal is zero).
+index_t first_stored_row(index_t j, MmSymmetry symmetry) noexcept {
+  switch (symmetry) {
+    case MmSymmetry::general: return 0;
+    case MmSymmetry::symmetric: return j;
+    case MmSymmetry::skew_symmetric: return j + 1;
+  }
+  return 0;
+}
+
+/// a * b, or nullopt when it does not fit in index_t. Both >= 0.
+std::optional<index_t> product(index_t a, index_t b) noexcept {
+  if (a != 0 && b > std::numeric_limits<index_t>::max() / a) return std::nullopt;
+  return a * b;
+}
+
+/// The shortest text that reads back as `v`.
+std::string format_double(double v) {
+  std::array<char, 32> text{};
+  const auto result = std::to_chars(text.data(), text.data() + text.size(), v);
+  return {text.data(), result.ptr};
+}
+
+// ---- text -------------------------------------------------------------------------
+
+bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) { return lower(x) == lower(y); });
+}
+
+/// A blank line or a `%` comment: skipped everywhere after the banner.
+bool is_blank_or_comment(std::string_view line) noexcept {
+  const auto first = std::find_if_not(line.begin(), line.end(), is_space);
+  return first == line.end() || *first == '%';
+}
+
+/// Input text for a message: quoted and cut to 40 characters, or "end of line".
+std::string describe(std::string_view text) {
+  constexpr std::size_t max_shown = 40;
+  if (text.empty()) return "end of line";
+  if (text.size() > max_shown) return "'" + std::string(text.substr(0, max_shown)) + "...'";
+  return "'" + std::string(text) + "'";
+}
+
+/// The whitespace-separated tokens of one line, one at a time.
+class Tokens {
+public:
+  explicit Tokens(std::string_view line) noexcept : rest_(line) {}
+  /// The next token; empty at the end of the line.
+  std::string_view next() noexcept {
+    std::size_t first = 0;
+    while (first < rest_.size() && is_space(rest_[first])) ++first;
+    std::size_t last = first;
+    while (last < rest_.size() && !is_space(rest_[last])) ++last;
+    const std::string_view token(rest_.data() + first, last - first);
+    rest_.remove_prefix(last);
+    return token;
+  }
+
+private:
+  std::string_view rest_;
+};
+
+// ---- numbers ----------------------------------------------------------------------
+
+enum class Parsed { ok, invalid, out_of_range };
+
+/// Drops a leading '+' (strtod accepts one, std::from_chars does not).
+std::string_view without_plus(std::string_view token) noexcept {
+  const bool plus = token.size() > 1 && token[0] == '+' && token[1] != '+' && token[1] != '-';
+  return plus ? token.substr(1) : token;
+}
+
+/// Parses the whole token as T with std::from_chars: trailing characters are invalid.
+template <class T>
+Parsed parse_whole(std::string_view token, T& out) noexcept {
+  token = without_plus(token);
+  const char* last = token.data() + token.size();
+  const auto [ptr, ec] = std::from_chars(token.data(), last, out);
+  if (ec == std::errc::invalid_argument || ptr != last) return Parsed::invalid;
+  return ec == std::errc::result_out_of_range ? Parsed::out_of_range : Parsed::ok;
+}
+
+/// A real value. A value too small for a double reads as zero (as strtod does), so
+/// only overflow is out of range.
+Parsed parse_real(std::string_view token, double& out) {
+  const Parsed parsed = parse_whole(token, out);
+  if (parsed != Parsed::out_of_range) return parsed;
+  out = std::strtod(std::string(without_plus(token)).c_str(), nullptr);
+  return std::isinf(out) ? Parsed::out_of_range : Parsed::ok;
+}
+
+// ---- reading ----------------------------------------------------------------------
+
+/// Asks the kernel to back the whole 2 MiB pages of a vector's reserved storage with
+/// huge pages (advisory). The first touch of fresh 4 KiB pages is the main cost of
+/// reading a large file on the virtual machines we run on (see ARCHITECTURE.md).
+template <class T>
+void advise_huge_pages(std::vector<T>& v) noexcept {
+  constexpr std::uintptr_t huge_page = std::uintptr_t{2} << 20;
+  const auto first = reinterpret_cast<std::uintptr_t>(v.data());
+  const std::uintptr_t last = first + v.capacity() * sizeof(T);
+  const std::uintptr_t aligned_first = (first + huge_page - 1) / huge_page * huge_page;
+  const std::uintptr_t aligned_last = last / huge_page * huge_page;
+  if (aligned_first < aligned_last)
+    madvise(reinterpret_cast<void*>(aligned_first), aligned_last - aligned_first, MADV_HUGEPAGE);
+}
+
+/// Bytes from the read position to the end, when the stream can seek (files and
+/// string streams); nullopt otherwise. The position is restored.
+std::optional<std::size_t> remaining_bytes(std::istream& in) {
+  const std::istream::pos_type here = in.tellg();
+  if (here == std::istream::pos_type(-1)) return std::nullopt;
+  in.seekg(0, std::ios::end);
+  const std::istream::pos_type end = in.tellg();
+  in.clear();
+  in.seekg(here);
+  if (end == std::istream::pos_type(-1) || !in) return std::nullopt;
+  return static_cast<std::size_t>(end - here);
+}
+
+/// The lines of a stream without their terminators ("\n" or "\r\n"). The stream is
+/// read in large chunks; a line is a view into the chunk, valid until the next call.
+class LineReader {
+public:
+  /// `length`: the input's length when known, to size the buffer of a small input.
+  LineReader(std::istream& in, std::string_view source, std::optional<std::size_t> length)
+      : in_(in),
+        source_(source),
+        capacity_(std::clamp(length.value_or(max_chunk) + 1, min_chunk, max_chunk)),
+        buffer_(std::make_unique_for_overwrite<char[]>(capacity_)) {}
+
+  /// The next line, or nullopt at the end of the input. @throw IoError on a read error.
+  std::optional<std::string_view> next() {
+    std::size_t searched = 0;  // bytes of the pending line known to hold no '\n'
+    for (;;) {
+      char* first = buffer_.get() + begin_;
+      const std::size_t pending = end_ - begin_;
+      if (auto* newline = static_cast<char*>(std::memchr(first + searched, '\n', pending - searched))) {
+        begin_ += static_cast<std::size_t>(newline - first) + 1;
+        return line(first, newline);
+      }
+      searched = pending;
+      if (!refill()) break;
+    }
+    if (begin_ == end_) return std::nullopt;
+    char* first = buffer_.get() + begin_;
+    begin_ = end_;
+    return line(first, buffer_.get() + end_);  // the last line has no terminator
+  }
+
+  /// 1-based number of the line last returned; 0 before the first.
+  [[nodiscard]] index_t line_number() const noexcept { return line_number_; }
+
+private:
+  std::string_view line(const char* first, const char* last) noexcept {
+    ++line_number_;
+    if (last != first && last[-1] == '\r') --last;
+    return {first, static_cast<std::size_t>(last - first)};
+  }
+
+  /// Moves the pending bytes to the front (doubling the buffer when a line fills
+  /// it) and appends what the stream has; false when nothing was added.
+  bool refill() {
+    const std::size_t pending = end_ - begin_;
+    std::memmove(buffer_.get(), buffer_.get() + begin_, pending);
+    begin_ = 0;
+    end_ = pending;
+    if (end_ == capacity_) grow();
+    in_.read(buffer_.get() + end_, static_cast<std::streamsize>(capacity_ - end_));
+    if (in_.bad()) throw IoError(std::string(source_) + ": read error after line " + std::to_string(line_number_));
+    const auto added = static_cast<std::size_t>(in_.gcount());
+    end_ += added;
+    return added > 0;
+  }
+
+  void grow() {
+    auto bigger = std::make_unique_for_overwrite<char[]>(2 * capacity_);
+    std::memcpy(bigger.get(), buffer_.get(), end_);
+    buffer_ = std::move(bigger);
+    capacity_ *= 2;
+  }
+
+  static constexpr std::size_t min_chunk = std::size_t{1} << 12;
+  static constexpr std::size_t max_chunk = std::size_t{1} << 20;
+
+  std::istream& in_;
+  std::string_view source_;
+  std::size_t capacity_;
+  std::unique_ptr<char[]> buffer_;
+  std::size_t begin_ = 0;  // first byte not yet returned
+  std::size_t end_ = 0;    // one past the last byte read
+  index_t line_number_ = 0;
+};
+
+/// Reads one Matrix Market text: banner, size line, entries, end of input.
+class MmReader {
+public:
+  MmReader(std::istream& in, std::string_view source)
+      : source_(source), length_(remaining_bytes(in)), lines_(in, source_, length_) {}
+
+  MmMatrix read() {
+    read_banner();
+    read_size_line();
+    reserve();
+    if (header_.format == MmFormat::coordinate)
+      read_coordinate_entries();
+    else
+      read_array_values();
+    expect_end_of_input();
+    MmMatrix result;
+    result.header = header_;
+    result.stored_entries = count_;
+    result.entries = CooMatrix<double>(rows_, cols_, std::move(row_idx_), std::move(col_idx_), std::move(values_));
+    return result;
+  }
+
+private:
+  [[noreturn]] void fail(const std::string& what) const { throw ParseError(source_, lines_.line_number(), what); }
+  /// Fails on the line after the last one: `expected` was missing.
+  [[noreturn]] void fail_at_end(const std::string& expected) const {
+    throw ParseError(source_, lines_.line_number() + 1, expected + ", found end of file");
+  }
+  [[noreturn]] void not_supported(std::string_view what) const {
+    throw NotSupported(source_ + ":" + std::to_string(lines_.line_number()) + ": " + std::string(what) +
+                       " matrices are not supported");
+  }
+
+  void read_banner() {
+    const std::string expected = "expected the banner '%%MatrixMarket matrix <format> <field> <symmetry>'";
+    const auto line = lines_.next();
+    if (!line) fail_at_end(expected);
+    Tokens words(*line);
+    if (!iequals(words.next(), "%%MatrixMarket")) fail(expected + ", found " + describe(*line));
+    const std::string_view object = words.next();
+    if (!iequals(object, "matrix")) fail("expected the object 'matrix' in the banner, found " + describe(object));
+    header_.format = banner_word(words.next(), all_formats, "format");
+    const std::string_view field = words.next();
+    if (iequals(field, "complex")) not_supported("complex");
+    header_.field = banner_word(field, all_fields, "field");
+    const std::string_view symmetry = words.next();
+    if (iequals(symmetry, "hermitian")) not_supported("hermitian");
+    header_.symmetry = banner_word(symmetry, all_symmetries, "symmetry");
+    expect_end_of_line(words);
+    if (const char* why = invalid_combination(header_.format, header_.field, header_.symmetry)) fail(why);
+  }
+
+  /// The banner word among `choices` (case-insensitive); fails naming them otherwise.
+  template <class E, std::size_t N>
+  E banner_word(std::string_view word, const std::array<E, N>& choices, const char* what) const {
+    std::string names;
+    for (std::size_t k = 0; k < N; ++k) {
+      if (iequals(word, to_string(choices[k]))) return choices[k];
+      names += (k == 0 ? "'" : k + 1 == N ? " or '" : ", '") + std::string(to_string(choices[k])) + "'";
+    }
+    fail("expected the " + std::string(what) + " " + names + " in the banner, found " + describe(word));
+  }
+
+  /// The next line that is neither blank nor a comment; nullopt at the end of input.
+  std::optional<std::string_view> next_data_line() {
+    while (auto line = lines_.next())
+      if (!is_blank_or_comment(*line)) return line;
+    return std::nullopt;
+  }
+
+  void read_size_line() {
+    const bool coordinate = header_.format == MmFormat::coordinate;
+    const std::string layout = coordinate ? "'rows cols entries'" : "'rows cols'";
+    const auto line = next_data_line();
+    if (!line) fail_at_end("expected the size line " + layout);
+    Tokens tokens(*line);
+    rows_ = parse_size(tokens.next(), "rows", layout);
+    cols_ = parse_size(tokens.next(), "cols", layout);
+    if (coordinate) count_ = parse_size(tokens.next(), "entries", layout);
+    expect_end_of_line(tokens);
+    check_size();
+  }
+
+  index_t parse_size(std::string_view token, const std::string& name, const std::string& layout) const {
+    index_t n = 0;
+    switch (parse_whole(token, n)) {
+      case Parsed::invalid: fail("expected an integer for " + name + " on the size line " + layout + ", found " + describe(token));
+      case Parsed::out_of_range: fail("expected " + name + " < 2^63 on the size line, found " + describe(token));
+      case Parsed::ok: break;
+    }
+    if (n < 0) fail("expected " + name + " >= 0 on the size line, found " + std::to_string(n));
+    return n;
+  }
+
+  /// Checks the declared size against the banner; sets the value count of arrays.
+  void check_size() {
+    const std::string shape = std::to_string(rows_) + " x " + std::to_string(cols_);
+    if (header_.symmetry != MmSymmetry::general && rows_ != cols_)
+      fail("expected a square matrix for '" + std::string(to_string(header_.symmetry)) + "', found " + shape);
+    const std::optional<index_t> elements = product(rows_, cols_);
+    if (header_.format == MmFormat::coordinate) {
+      if (elements && count_ > *elements)
+        fail("expected entries <= rows * cols = " + std::to_string(*elements) + " on the size line, found " +
+             std::to_string(count_));
+      return;
+    }
+    if (!elements) fail("expected rows * cols < 2^63 for an array, found " + shape);
+    switch (header_.symmetry) {
+      case MmSymmetry::general: count_ = *elements; break;
+      case MmSymmetry::symmetric: count_ = rows_ % 2 == 0 ? rows_ / 2 * (rows_ + 1) : (rows_ + 1) / 2 * rows_; break;
+      case MmSymmetry::skew_symmetric: count_ = rows_ % 2 == 0 ? rows_ / 2 * (rows_ - 1) : (rows_ - 1) / 2 * rows_; break;
+    }
+  }
+
+  /// Reserves room for the entries the size line declares, but never for more than
+  /// the input can hold (a coordinate line takes at least 4 bytes, "1 1\n", an
+  /// array line 2), so that a fuzzed header cannot exhaust memory.
+  void reserve() {
+    const index_t line_bytes = header_.format == MmFormat::coordinate ? 4 : 2;
+    const index_t room = length_ ? static_cast<index_t>(*length_) / line_bytes : unknown_length_reserve;
+    const index_t mirrored = header_.symmetry == MmSymmetry::general ? 1 : 2;
+    const auto n = static_cast<std::size_t>(std::min(count_, room) * mirrored);
+    row_idx_.reserve(n);
+    col_idx_.reserve(n);
+    values_.reserve(n);
+    advise_huge_pages(row_idx_);
+    advise_huge_pages(col_idx_);
+    advise_huge_pages(values_);
+  }
+
+  void read_coordinate_entries() {
+    for (index_t k = 0; k < count_; ++k) {
+      const auto line = next_data_line();
+      if (!line) fail_at_end("expected entry " + std::to_string(k + 1) + " of " + std::to_string(count_));
+      Tokens tokens(*line);
+      const index_t i = parse_index(tokens.next(), rows_, "row");
+      const index_t j = parse_index(tokens.next(), cols_, "column");
+      const double v = header_.field == MmField::pattern ? 1.0 : parse_value(tokens.next());
+      expect_end_of_line(tokens);
+      if (i == j && header_.symmetry == MmSymmetry::skew_symmetric)
+        fail("expected no diagonal entry in a skew-symmetric matrix, found (" + std::to_string(i) + ", " +
+             std::to_string(j) + ")");
+      add(i - 1, j - 1, v);
+    }
+  }
+
+  /// Array values, one per line, column by column over the stored rows of each
+  /// column (see first_stored_row).
+  void read_array_values() {
+    index_t i = first_stored_row(0, header_.symmetry);
+    index_t j = 0;
+    for (index_t k = 0; k < count_; ++k) {
+      const auto line = next_data_line();
+      if (!line) fail_at_end("expected value " + std::to_string(k + 1) + " of " + std::to_string(count_));
+      Tokens tokens(*line);
+      const double v = parse_value(tokens.next());
+      expect_end_of_line(tokens);
+      add(i, j, v);
+      if (++i == rows_) i = first_stored_row(++j, header_.symmetry);
+    }
+    if (header_.symmetry == MmSymmetry::skew_symmetric)
+      for (index_t d = 0; d < rows_; ++d) push(d, d, 0.0);
+  }
+
+  /// A 1-based index in [1, size].
+  index_t parse_index(std::string_view token, index_t size, const char* what) const {
+    index_t k = 0;
+    const Parsed parsed = parse_whole(token, k);
+    if (parsed == Parsed::invalid) fail("expected an integer " + std::string(what) + " index, found " + describe(token));
+    if (parsed == Parsed::out_of_range || k < 1 || k > size)
+      fail("expected a " + std::string(what) + " index in [1, " + std::to_string(size) + "], found " + describe(token));
+    return k;
+  }
+
+  double parse_value(std::string_view token) const {
+    if (header_.field == MmField::integer) {
+      index_t k = 0;
+      switch (parse_whole(token, k)) {
+        case Parsed::invalid: fail("expected an integer value, found " + describe(token));
+        case Parsed::out_of_range: fail("expected an integer value < 2^63, found " + describe(token));
+        case Parsed::ok: return static_cast<double>(k);
+      }
+    }
+    double v = 0;
+    switch (parse_real(token, v)) {
+      case Parsed::invalid: fail("expected a real value, found " + describe(token));
+      case Parsed::out_of_range: fail("expected a real value in the range of a double, found " + describe(token));
+      case Parsed::ok: break;
+    }
+    return v;
+  }
+
+  void expect_end_of_line(Tokens& tokens) const {
+    if (const std::string_view extra = tokens.next(); !extra.empty())
+      fail("expected end of line, found trailing " + describe(extra));
+  }
+
+  void expect_end_of_input() {
+    if (next_data_line())
+      fail("expected end of file after the " + std::to_string(count_) + " " +
+           (header_.format == MmFormat::coordinate ? "entries" : "values") + " the size line declares");
+  }
+
+  /// Adds the 0-based entry (i, j) and, for symmetric kinds, its mirror.
+  void add(index_t i, index_t j, double v) {
+    push(i, j, v);
+    if (i != j && header_.symmetry != MmSymmetry::general)
+      push(j, i, header_.symmetry == MmSymmetry::skew_symmetric ? -v : v);
+  }
+
+  void push(index_t i, index_t j, double v) {
+    row_idx_.push_back(i);
+    col_idx_.push_back(j);
+    values_.push_back(v);
+  }
+
+  std::string source_;
+  std::optional<std::size_t> length_;  // bytes of input, when the stream can tell
+  LineReader lines_;
+  MmHeader header_;
+  index_t rows_ = 0;
+  index_t cols_ = 0;
+  index_t count_ = 0;  // entries (coordinate) or values (array) the file stores
+  std::vector<index_t> row_idx_;
+  std::vector<index_t> col_idx_;
+  std::vector<double> values_;
+};
+
+// ---- canonical entries --------------------------------------------------------------
+// Canonical: sorted row-major with no repeated position, as CooMatrix::canonicalize
+// leaves it. The writer and the symmetry check work on canonical entries only.
+
+/// A sorted copy of A with duplicates summed (in input order; explicit zeros kept).
+/// A counting sort by row (through CSR) when there are no more rows than entries, a
+/// comparison sort otherwise: memory stays O(nnz) whatever the shape, so a
+/// 10^15 x 10^15 matrix with a few entries is fine.
+CooMatrix<double> sorted_copy(const CooMatrix<double>& A) {
+  if (A.rows() <= A.nnz()) return to_coo(to_csr(A));
+  CooMatrix<double> copy = A;
+  copy.canonicalize();
+  return copy;
+}
+
+/// A itself when canonical (no copy: a large matrix is often written as built),
+/// otherwise its sorted copy, kept in `storage`.
+const CooMatrix<double>& canonical(const CooMatrix<double>& A, std::optional<CooMatrix<double>>& storage) {
+  if (A.is_canonical()) return A;
+  return storage.emplace(sorted_copy(A));
+}
+
+/// Aᵀ, canonical: the entries of A column by column.
+CooMatrix<double> canonical_transpose(const CooMatrix<double>& A) {
+  const auto rows = A.row_indices();
+  const auto cols = A.col_indices();
+  const auto values = A.values();
+  CooMatrix<double> swapped(A.cols(), A.rows(), {cols.begin(), cols.end()}, {rows.begin(), rows.end()},
+                            {values.begin(), values.end()});
+  if (swapped.is_canonical()) return swapped;
+  return sorted_copy(swapped);
+}
+
+/// (row, column) of entry k: canonical entries are in increasing position order.
+std::pair<index_t, index_t> position(const CooMatrix<double>& A, index_t k) {
+  return {A.row_indices()[k], A.col_indices()[k]};
+}
+
+/// a_ij of the canonical A, or 0 when it stores no (i, j). O(log nnz).
+double element(const CooMatrix<double>& A, index_t i, index_t j) {
+  index_t first = 0;  // binary search for the first entry at or after (i, j)
+  for (index_t count = A.nnz(); count > 0;) {
+    const index_t half = count / 2;
+    if (position(A, first + half) < std::pair{i, j}) {
+      first += half + 1;
+      count -= half + 1;
+    } else {
+      count = half;
+    }
+  }
+  return first < A.nnz() && position(A, first) == std::pair{i, j} ? A.values()[first] : 0.0;
+}
+
+/// Which entries the symmetry check compares.
+enum class Compare { values, pattern };
+
+/// The first (i, j) where the square, canonical A breaks `symmetry`, or nullopt.
+/// Merges the entries of A and Aᵀ in position order. Comparing values, a missing
+/// entry is zero, NaN matches NaN and the diagonal of a skew-symmetric matrix must be
+/// zero; comparing the pattern, (i, j) and (j, i) must both be stored or both not.
+/// O(nnz log nnz).
+std::optional<std::pair<index_t, index_t>> find_asymmetry(const CooMatrix<double>& A, MmSymmetry symmetry,
+                                                         Compare compare) {
+  if (symmetry == MmSymmetry::general) return std::nullopt;
+  const bool skew = symmetry == MmSymmetry::skew_symmetric;
+  const CooMatrix<double> At = canonical_transpose(A);
+  constexpr index_t none = std::numeric_limits<index_t>::max();
+  index_t p = 0;
+  index_t q = 0;
+  while (p < A.nnz() || q < At.nnz()) {
+    const auto in_a = p < A.nnz() ? position(A, p) : std::pair{none, none};
+    const auto in_at = q < At.nnz() ? position(At, q) : std::pair{none, none};
+    const auto at = std::min(in_a, in_at);
+    const bool stored_ij = in_a == at;
+    const bool stored_ji = in_at == at;
+    const double a_ij = stored_ij ? A.values()[p++] : 0.0;
+    const double a_ji = stored_ji ? At.values()[q++] : 0.0;
+    const double want = skew ? (at.first == at.second ? 0.0 : -a_ji) : a_ji;
+    const bool matches = compare == Compare::pattern ? stored_ij == stored_ji
+                                                     : a_ij == want || (std::isnan(a_ij) && std::isnan(want));
+    if (!matches) return at;
+  }
+  return std::nullopt;
+}
+
+// ---- writing ----------------------------------------------------------------------
+
+/// Checks the options alone (before any work on A).
+void check_options(const MmWriteOptions& options) {
+  if (options.precision < 1)
+    throw InvalidArgument("write_matrix_market: precision = " + std::to_string(options.precision) + ", expected >= 1");
+  if (const char* why = invalid_combination(options.format, options.field, options.symmetry))
+    throw InvalidArgument(std::string("write_matrix_market: ") + why);
+}
+
+/// Checks that every value of the canonical A is an integer that fits in 64 bits.
+void check_integral(const CooMatrix<double>& A) {
+  constexpr double limit = 9223372036854775808.0;  // 2^63
+  for (index_t k = 0; k < A.nnz(); ++k) {
+    const double v = A.values()[k];
+    if (!(std::trunc(v) == v && v >= -limit && v < limit))
+      throw InvalidArgument("write_matrix_market: A(" + std::to_string(A.row_indices()[k]) + ", " +
+                            std::to_string(A.col_indices()[k]) + ") = " + format_double(v) +
+                            " is not a 64-bit integer, as the 'integer' field requires");
+  }
+}
+
+/// Checks that the canonical A has the symmetry (of its pattern only, for the
+/// `pattern` field); names the first misfit otherwise.
+void check_symmetry(const CooMatrix<double>& A, MmSymmetry symmetry, MmField field) {
+  const std::string where = "write_matrix_market: ";
+  const std::string name(to_string(symmetry));
+  if (symmetry != MmSymmetry::general && A.rows() != A.cols())
+    throw InvalidArgument(where + "'" + name + "' requires a square matrix, A is " + std::to_string(A.rows()) + " x " +
+                          std::to_string(A.cols()));
+  const Compare compare = field == MmField::pattern ? Compare::pattern : Compare::values;
+  const auto at = find_asymmetry(A, symmetry, compare);
+  if (!at) return;
+  const auto [i, j] = *at;
+  const std::string ij = "A(" + std::to_string(i) + ", " + std::to_string(j) + ")";
+  const std::string ji = "A(" + std::to_string(j) + ", " + std::to_string(i) + ")";
+  if (compare == Compare::pattern)
+    throw InvalidArgument(where + "the pattern of A is not symmetric: " + ij + " and " + ji + " are not both stored");
+  const std::string a_ij = ij + " = " + format_double(element(A, i, j));
+  const std::string a_ji = ji + " = " + format_double(element(A, j, i));
+  throw InvalidArgument(where + "A is not " + name + ": " +
+                        (i == j ? "the diagonal " + a_ij + " is not zero" : a_ij + " but " + a_ji));
+}
+
+/// The entries of A as they will be written: canonical (A itself or its sorted copy
+/// in `storage`), checked against the options. @throw InvalidArgument.
+const CooMatrix<double>& prepare_for_writing(const CooMatrix<double>& A, const MmWriteOptions& options,
+                                             std::optional<CooMatrix<double>>& storage) {
+  check_options(options);
+  const CooMatrix<double>& entries = canonical(A, storage);
+  if (options.field == MmField::integer) check_integral(entries);
+  check_symmetry(entries, options.symmetry, options.field);
+  return entries;
+}
+
+/// Text output through a 64 KiB buffer; numbers are formatted in place.
+class BufferedWriter {
+public:
+  BufferedWriter(std::ostream& out, std::string_view target, const MmWriteOptions& options)
+      : out_(out), target_(target), options_(options), buffer_(std::make_unique_for_overwrite<char[]>(capacity)) {}
+
+  void text(std::string_view s) {
+    if (capacity - used_ < s.size()) flush();
+    if (capacity < s.size()) return write(s);
+    std::memcpy(buffer_.get() + used_, s.data(), s.size());
+    used_ += s.size();
+  }
+  void put(char c) {
+    make_room();
+    buffer_[used_++] = c;
+  }
+  void index(index_t k) {
+    make_room();
+    used_ = static_cast<std::size_t>(std::to_chars(cursor(), end(), k).ptr - buffer_.get());
+  }
+  /// A value as the field asks: an integer, or a real with the options' precision.
+  void value(double v) {
+    if (options_.field == MmField::integer) return index(static_cast<index_t>(v));
+    make_room();
+    const auto result = options_.precision >= 17
+                            ? std::to_chars(cursor(), end(), v)
+                            : std::to_chars(cursor(), end(), v, std::chars_format::general, options_.precision);
+    used_ = static_cast<std::size_t>(result.ptr - buffer_.get());
+  }
+  /// Writes out what is buffered. @throw IoError naming the target.
+  void flush() {
+    write({buffer_.get(), used_});
+    used_ = 0;
+  }
+
+private:
+  static constexpr std::size_t capacity = std::size_t{1} << 16;
+  static constexpr std::size_t longest_number = 64;  // >= any to_chars output above
+
+  char* cursor() noexcept { return buffer_.get() + used_; }
+  char* end() noexcept { return buffer_.get() + capacity; }
+  void make_room() {
+    if (capacity - used_ < longest_number) flush();
+  }
+  void write(std::string_view s) {
+    out_.write(s.data(), static_cast<std::streamsize>(s.size()));
+    if (!out_) throw IoError("cannot write " + std::string(target_) + ": write failed");
+  }
+
+  std::ostream& out_;
+  std::string_view target_;
+  const MmWriteOptions& options_;
+  std::unique_ptr<char[]> buffer_;
+  std::size_t used_ = 0;
+};
+
+/// The entries of the canonical A in the stored triangle, row by row.
+void write_coordinate(BufferedWriter& out, const CooMatrix<double>& A, const MmWriteOptions& options) {
+  const auto stored = [&](index_t k) {
+    return A.row_indices()[k] >= first_stored_row(A.col_indices()[k], options.symmetry);
+  };
+  index_t count = 0;
+  for (index_t k = 0; k < A.nnz(); ++k) count += stored(k) ? 1 : 0;
+  out.index(count);
+  out.put('\n');
+  for (index_t k = 0; k < A.nnz(); ++k) {
+    if (!stored(k)) continue;
+    out.index(A.row_indices()[k] + 1);
+    out.put(' ');
+    out.index(A.col_indices()[k] + 1);
+    if (options.field != MmField::pattern) {
+      out.put(' ');
+      out.value(A.values()[k]);
+    }
+    out.put('\n');
+  }
+}
+
+/// Every element of the stored triangle of the canonical A, column by column: walks
+/// the entries of Aᵀ, where a_ij sits at position (j, i). Stops at the first column
+/// that stores no row, so the work is O(output) even for a 0 x 10^12 matrix.
+void write_array(BufferedWriter& out, const CooMatrix<double>& A, const MmWriteOptions& options) {
+  out.put('\n');
+  const CooMatrix<double> At = canonical_transpose(A);
+  index_t p = 0;
+  for (index_t j = 0; j < A.cols() && first_stored_row(j, options.symmetry) < A.rows(); ++j)
+    for (index_t i = first_stored_row(j, options.symmetry); i < A.rows(); ++i) {
+      const std::pair at{j, i};
+      while (p < At.nnz() && position(At, p) < at) ++p;
+      const bool present = p < At.nnz() && position(At, p) == at;
+      out.value(present ? At.values()[p] : 0.0);
+      out.put('\n');
+    }
+}
+
+/// Banner, size line and entries of the prepared A.
+void write_prepared(std::ostream& stream, std::string_view target, const CooMatrix<double>& A,
+                    const MmWriteOptions& options) {
+  BufferedWriter out(stream, target, options);
+  out.text("%%MatrixMarket matrix ");
+  out.text(to_string(options.format));
+  out.put(' ');
+  out.text(to_string(options.field));
+  out.put(' ');
+  out.text(to_string(options.symmetry));
+  out.put('\n');
+  out.index(A.rows());
+  out.put(' ');
+  out.index(A.cols());
+  if (options.format == MmFormat::coordinate) {
+    out.put(' ');
+    write_coordinate(out, A, options);
+  } else {
+    write_array(out, A, options);
+  }
+  out.flush();
+}
+
+/// A temporary file beside `target`, renamed over it by commit() and removed when
+/// dropped uncommitted, so `target` is never seen half written.
+class TempFile {
+public:
+  explicit TempFile(const fs::path& target) : target_(target), path_(temporary_beside(target)) {
+    stream_.open(path_, std::ios::binary | std::ios::trunc);
+    if (!stream_)
+      throw IoError("cannot write " + quote(target_) + ": cannot create " + quote(path_) + ": " + std::strerror(errno));
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (committed_) return;
+    stream_.close();
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+
+  std::ostream& stream() noexcept { return stream_; }
+
+  /// Closes the temporary and renames it over the target. @throw IoError.
+  void commit() {
+    stream_.close();
+    if (stream_.fail()) throw IoError("cannot write " + quote(target_) + ": closing " + quote(path_) + " failed");
+    std::error_code error;
+    fs::rename(path_, target_, error);
+    if (error) throw IoError("cannot write " + quote(target_) + ": " + error.message());
+    committed_ = true;
+  }
+
+  static std::string quote(const fs::path& path) { return "'" + path.string() + "'"; }
+
+private:
+  /// ".<name>.tmp-<64 random bits>" in the target's directory.
+  static fs::path temporary_beside(const fs::path& target) {
+    if (!target.has_filename()) throw IoError("cannot write " + quote(target) + ": not a file name");
+    std::random_device random;
+    const std::uint64_t tag = (std::uint64_t{random()} << 32) ^ random();
+    std::array<char, 17> hex{};
+    const auto end = std::to_chars(hex.data(), hex.data() + hex.size(), tag, 16).ptr;
+    return target.parent_path() / ("." + target.filename().string() + ".tmp-" + std::string(hex.data(), end));
+  }
+
+  fs::path target_;
+  fs::path path_;
+  std::ofstream stream_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+MmMatrix read_matrix_market(std::istream& in, std::string_view source) { return MmReader(in, source).read(); }
+
+MmMatrix read_matrix_market(const fs::path& path) {
+  const std::string name = path.string();
+  std::error_code error;
+  if (fs::is_directory(path, error)) throw IoError("cannot read '" + name + "': is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot read '" + name + "': " + std::strerror(errno));
+  return read_matrix_market(in, name);
+}
+
+void write_matrix_market(std::ostream& out, const CooMatrix<double>& A, const MmWriteOptions& options) {
+  std::optional<CooMatrix<double>> storage;
+  write_prepared(out, "the output stream", prepare_for_writing(A, options, storage), options);
+}
+
+void write_matrix_market(const fs::path& path, const CooMatrix<double>& A, const MmWriteOptions& options) {
+  std::optional<CooMatrix<double>> storage;
+  const CooMatrix<double>& prepared = prepare_for_writing(A, options, storage);
+  TempFile file(path);
+  write_prepared(file.stream(), TempFile::quote(path), prepared, options);
+  file.commit();
+}
+
+bool has_symmetry(const CsrMatrix<double>& A, MmSymmetry symmetry) {
+  if (symmetry == MmSymmetry::general) return true;
+  return A.rows() == A.cols() && !find_asymmetry(to_coo(A), symmetry, Compare::values);  // CSR order is canonical
+}
+
+}  // namespace trnsparse

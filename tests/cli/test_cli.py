@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""Tests of the `trnsparse` command-line tool: exit statuses (0 success, 1 bad usage or
+input, never a signal), messages naming the file and line, JSON output (one object per
+line) and output files that are complete or absent. Standard library only.
+
+    /usr/bin/python3 tests/cli/test_cli.py --trnsparse build/bin/trnsparse --data tests/data
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TRNSPARSE = ""  # path of the binary, from --trnsparse
+DATA = ""  # tests/data, from --data
+
+
+def data(*parts):
+    return os.path.join(DATA, *parts)
+
+
+def run(*args, **kwargs):
+    return subprocess.run([TRNSPARSE, *args], capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def json_lines(stdout):
+    """Every line of stdout parsed as one JSON object."""
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+class CliTestCase(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="trnsparse_cli_")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def assertStatus(self, result, status):
+        self.assertEqual(result.returncode, status, f"\nstdout: {result.stdout}\nstderr: {result.stderr}")
+
+    def assertOneErrorLine(self, result, *fragments):
+        """Exit 1 with a single line on stderr holding every fragment."""
+        self.assertStatus(result, 1)
+        lines = result.stderr.splitlines()
+        self.assertEqual(len(lines), 1, result.stderr)
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
+
+    def info_json(self, path):
+        result = run("info", path, "--json")
+        self.assertStatus(result, 0)
+        (summary,) = json_lines(result.stdout)
+        return summary
+
+
+class Usage(CliTestCase):
+    def test_help_exits_0(self):
+        for args in (["--help"], ["info", "--help"], ["convert", "--help"], ["demo", "--help"]):
+            with self.subTest(args=args):
+                self.assertStatus(run(*args), 0)
+        self.assertRegex(run("--help").stdout, r"(?s)info.*convert.*demo")
+
+    def test_version(self):
+        result = run("--version")
+        self.assertStatus(result, 0)
+        self.assertRegex(result.stdout.strip(), r"^trnsparse \d+\.\d+\.\d+$")
+
+    def test_bad_usage_exits_1(self):
+        for args in ([], ["frobnicate"], ["info"], ["info", "--nope", data("ani1.mtx")], ["convert", data("ani1.mtx")],
+                     ["convert", data("ani1.mtx"), self.path("out.mtx"), "--format", "sparse"],
+                     ["convert", data("ani1.mtx"), self.path("out.mtx"), "--precision", "0"],
+                     ["demo", "--n", "0"], ["demo", "--n", "abc"], ["demo", "--block-size", "-4"]):
+            with self.subTest(args=args):
+                result = run(*args)
+                self.assertStatus(result, 1)
+                self.assertNotEqual(result.stderr, "")
+        self.assertFalse(os.path.exists(self.path("out.mtx")))
+
+
+class Info(CliTestCase):
+    def test_text(self):
+        result = run("info", data("1138_bus.mtx"))
+        self.assertStatus(result, 0)
+        self.assertRegex(result.stdout, r"shape\s+1138 x 1138")
+        self.assertRegex(result.stdout, r"nnz\s+4054")
+        self.assertRegex(result.stdout, r"banner\s+coordinate real symmetric")
+
+    def test_json_1138_bus(self):
+        s = self.info_json(data("1138_bus.mtx"))
+        self.assertEqual((s["rows"], s["cols"], s["nnz"], s["stored_entries"]), (1138, 1138, 4054, 2596))
+        self.assertEqual((s["format"], s["field"], s["symmetry"]), ("coordinate", "real", "symmetric"))
+        self.assertTrue(s["symmetric"])
+        self.assertAlmostEqual(s["density"], 4054 / 1138**2)
+        per_row = s["nnz_per_row"]
+        self.assertLessEqual(per_row["min"], per_row["mean"])
+        self.assertLessEqual(per_row["mean"], per_row["max"])
+        self.assertAlmostEqual(per_row["mean"], 4054 / 1138)
+        self.assertEqual(sum(per_row["histogram"].values()), 1138)
+        self.assertEqual(sorted(s["block_density"], key=int), ["16", "32", "64", "128"])
+        for b, density in s["block_density"].items():
+            blocks = ((1138 + int(b) - 1) // int(b)) ** 2
+            self.assertAlmostEqual(density, s["stored_blocks"][b] / blocks)
+            self.assertTrue(0 < density <= 1)
+
+    def test_json_general_file(self):
+        s = self.info_json(data("ani1.mtx"))
+        self.assertEqual((s["rows"], s["cols"], s["nnz"], s["symmetry"]), (36, 36, 208, "general"))
+        self.assertFalse(s["symmetric"])  # symmetric only up to the last digit
+        self.assertEqual(s["block_density"]["128"], 1.0)  # one block holds the whole matrix
+
+    def test_malformed_file_names_file_and_line(self):
+        path = data("malformed", "index_out_of_range.mtx")
+        self.assertOneErrorLine(run("info", path), f"{path}:5:", "expected a row index in [1, 3], found '4'")
+        self.assertOneErrorLine(run("info", path, "--json"), f"{path}:5:")
+
+    def test_unsupported_file(self):
+        path = data("malformed", "complex.mtx")
+        self.assertOneErrorLine(run("info", path), f"{path}:1:", "complex matrices are not supported")
+
+    def test_missing_file(self):
+        path = self.path("missing.mtx")
+        self.assertOneErrorLine(run("info", path), path)
+
+    def test_closed_stdout_is_an_error_not_a_signal(self):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # no reader: writing raises SIGPIPE / EPIPE
+        try:
+            result = subprocess.run([TRNSPARSE, "info", data("ani1.mtx")], stdout=write_end, stderr=subprocess.PIPE,
+                                    text=True, timeout=60)
+        finally:
+            os.close(write_end)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("standard output", result.stderr)
+
+
+class Convert(CliTestCase):
+    def test_round_trip_keeps_the_matrix(self):
+        general = self.path("general.mtx")
+        self.assertStatus(run("convert", data("1138_bus.mtx"), general, "--symmetry", "general"), 0)
+        s = self.info_json(general)
+        self.assertEqual((s["symmetry"], s["stored_entries"], s["nnz"]), ("general", 4054, 4054))
+        self.assertTrue(s["symmetric"])
+
+        back = self.path("back.mtx")
+        self.assertStatus(run("convert", general, back, "--symmetry", "symmetric"), 0)
+        s = self.info_json(back)
+        self.assertEqual((s["symmetry"], s["stored_entries"], s["nnz"]), ("symmetric", 2596, 4054))
+
+    def test_defaults_follow_the_input_banner(self):
+        out = self.path("same.mtx")
+        self.assertStatus(run("convert", data("1138_bus.mtx"), out), 0)
+        s = self.info_json(out)
+        self.assertEqual((s["format"], s["field"], s["symmetry"], s["nnz"]), ("coordinate", "real", "symmetric", 4054))
+
+    def test_array_pattern_and_transpose(self):
+        array = self.path("array.mtx")
+        self.assertStatus(run("convert", data("ani1.mtx"), array, "--format", "ARRAY"), 0)
+        s = self.info_json(array)
+        self.assertEqual((s["format"], s["stored_entries"]), ("array", 36 * 36))
+
+        pattern = self.path("pattern.mtx")
+        self.assertStatus(run("convert", data("ani1.mtx"), pattern, "--field", "pattern", "--transpose"), 0)
+        s = self.info_json(pattern)
+        self.assertEqual((s["field"], s["nnz"]), ("pattern", 208))
+
+    def test_json(self):
+        out = self.path("out.mtx")
+        result = run("convert", data("ani1.mtx"), out, "--json", "--transpose")
+        self.assertStatus(result, 0)
+        (line,) = json_lines(result.stdout)
+        self.assertEqual((line["output"], line["rows"], line["cols"], line["transpose"]), (out, 36, 36, True))
+
+    def test_malformed_input_leaves_no_output(self):
+        path = data("malformed", "too_few_entries.mtx")
+        out = self.path("out.mtx")
+        self.assertOneErrorLine(run("convert", path, out), f"{path}:6:", "expected entry 3 of 3")
+        self.assertEqual(os.listdir(self.dir), [])
+
+    def test_refused_conversion_keeps_the_old_output(self):
+        out = self.path("out.mtx")
+        with open(out, "w") as f:
+            f.write("old contents\n")
+        # ani1 is symmetric only up to rounding: the writer refuses it.
+        self.assertOneErrorLine(run("convert", data("ani1.mtx"), out, "--symmetry", "symmetric"), "not symmetric")
+        with open(out) as f:
+            self.assertEqual(f.read(), "old contents\n")
+        self.assertEqual(os.listdir(self.dir), ["out.mtx"])
+
+    def test_output_in_a_missing_directory(self):
+        out = self.path(os.path.join("missing", "out.mtx"))
+        self.assertOneErrorLine(run("convert", data("ani1.mtx"), out), out)
+        self.assertEqual(os.listdir(self.dir), [])
+
+
+class Demo(CliTestCase):
+    def test_json_lines(self):
+        result = run("demo", "--n", "8", "--json")
+        self.assertStatus(result, 0)
+        lines = json_lines(result.stdout)
+        kinds = [line["kind"] for line in lines]
+        self.assertEqual(kinds, ["problem"] + ["tiling"] * 4 + ["spmv"] * 4)
+        self.assertEqual((lines[0]["rows"], lines[0]["nnz"]), (512, 512 * 7 - 6 * 64))
+        self.assertEqual([line["block_size"] for line in lines[1:5]], [16, 32, 64, 128])
+        spmv = {(line["format"], line["dtype"]): line for line in lines[5:]}
+        self.assertEqual(spmv["csr", "float64"]["max_rel_error"], 0)
+        self.assertLess(spmv["csr", "float32"]["max_rel_error"], 1e-6)
+        self.assertLess(spmv["bsr", "float32"]["max_rel_error"], 1e-6)
+        self.assertLess(spmv["bsr", "bf16"]["max_rel_error"], 2e-2)
+        self.assertEqual(spmv["bsr", "bf16"]["block_size"], 32)
+        for line in lines[5:]:
+            self.assertGreaterEqual(line["time_ms"], 0)
+
+    def test_text_with_an_extra_block_size(self):
+        result = run("demo", "--n", "6", "--block-size", "24", "--repeats", "1")
+        self.assertStatus(result, 0)
+        self.assertRegex(result.stdout, r"poisson3d\(6\): 216 x 216")
+        self.assertRegex(result.stdout, r"(?m)^\s+24\s+\d+")  # the chosen size joins the tiling table
+        self.assertRegex(result.stdout, r"(?m)^bsr\s+bf16\s+24\s")
+
+
+def main():
+    global TRNSPARSE, DATA
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trnsparse", required=True, help="the trnsparse binary")
+    parser.add_argument("--data", required=True, help="the tests/data directory")
+    args, rest = parser.parse_known_args()
+    TRNSPARSE, DATA = os.path.abspath(args.trnsparse), os.path.abspath(args.data)
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,378 @@
+// Validation and invariants of the storage formats: every error path of the validating
+// constructors (exception type, argument name and first offending position), COO and
+// CSR canonicalisation, BSR structure fingerprints, extents and padding.
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "support.hpp"
+
+namespace trnsparse::test {
+namespace {
+
+using ::testing::ElementsAre;
+
+constexpr index_t max_index = std::numeric_limits<index_t>::max();
+constexpr index_t two_pow_62 = index_t{1} << 62;
+
+// ---- Dense and DenseView ---------------------------------------------------------------
+
+TEST(DenseView, RejectsNegativeShapes) {
+  float x = 0;
+  EXPECT_THAT([&] { DenseView<float>(&x, -1, 1, 1); }, throws_naming<InvalidArgument>("rows"));
+  EXPECT_THAT([&] { DenseView<float>(&x, 1, -1, 1); }, throws_naming<InvalidArgument>("cols"));
+}
+
+TEST(DenseView, RejectsLeadingDimensionBelowColsOrOne) {
+  float x = 0;
+  EXPECT_THAT([&] { DenseView<float>(&x, 2, 3, 2); }, throws_naming<InvalidArgument>("ld", "2"));
+  EXPECT_THAT([&] { DenseView<float>(&x, 0, 0, 0); }, throws_naming<InvalidArgument>("ld", "0"));
+  EXPECT_NO_THROW(DenseView<float>(&x, 0, 0, 1));
+  EXPECT_NO_THROW(DenseView<float>(&x, 1, 3, 5));
+}
+
+TEST(DenseView, RejectsRowsTimesLdOverflow) {
+  EXPECT_THAT([] { DenseView<float>(nullptr, two_pow_62, 4, 4); }, throws_naming<OverflowError>("rows * ld"));
+  EXPECT_THAT([] { DenseView<float>(nullptr, 3, 1, max_index / 2); }, throws_naming<OverflowError>("rows * ld"));
+}
+
+TEST(Dense, RejectsBadShapesAndValueCounts) {
+  EXPECT_THAT([] { Dense<float>(-1, 2); }, throws_naming<InvalidArgument>("rows"));
+  EXPECT_THAT([] { Dense<float>(2, -3); }, throws_naming<InvalidArgument>("cols"));
+  EXPECT_THAT([] { Dense<float>(index_t{1} << 40, index_t{1} << 40); }, throws_naming<OverflowError>("rows * cols"));
+  EXPECT_THAT([] { Dense<float>(2, 3, std::vector<float>(5)); }, throws_naming<DimensionMismatch>("values", "5"));
+}
+
+TEST(Dense, ShapesLeadingDimensionAndZeroFill) {
+  const Dense<double> a(3, 4);
+  EXPECT_EQ(a.ld(), 4);
+  EXPECT_THAT(a.values(), ::testing::Each(0.0));
+  EXPECT_EQ(Dense<double>(3, 0).ld(), 1);
+  EXPECT_EQ(Dense<double>(0, 0).view().ld, 1);
+  const Dense<float> b(2, 2, {1, 2, 3, 4});
+  EXPECT_EQ(b(1, 0), 3.0f);
+  EXPECT_EQ(b.view()(0, 1), 2.0f);
+}
+
+// ---- COO ----------------------------------------------------------------------------------
+
+template <class T>
+class Coo : public ::testing::Test {};
+TYPED_TEST_SUITE(Coo, ValueTypes, TypeNames);
+
+TYPED_TEST(Coo, RejectsNegativeShapes) {
+  using T = TypeParam;
+  EXPECT_THAT([] { CooMatrix<T>(-1, 2); }, throws_naming<InvalidArgument>("rows"));
+  EXPECT_THAT([] { CooMatrix<T>(2, -1); }, throws_naming<InvalidArgument>("cols"));
+  EXPECT_THAT([] { CooMatrix<T>(-4, 2, {}, {}, {}); }, throws_naming<InvalidArgument>("rows"));
+}
+
+TYPED_TEST(Coo, RejectsArraysOfDifferentLengths) {
+  using T = TypeParam;
+  EXPECT_THAT([] { CooMatrix<T>(3, 3, {0, 1, 2}, {0, 1}, values_of<T>({1, 2, 3})); },
+              throws_naming<IndexError>("col_idx", "2", "3"));
+  EXPECT_THAT([] { CooMatrix<T>(3, 3, {0, 1}, {0, 1}, values_of<T>({1, 2, 3})); },
+              throws_naming<IndexError>("values", "3", "2"));
+}
+
+TYPED_TEST(Coo, RejectsIndicesOutsideTheShape) {
+  using T = TypeParam;
+  const auto v = values_of<T>({1, 2, 3});
+  EXPECT_THAT([&] { CooMatrix<T>(3, 4, {0, 3, 1}, {0, 0, 0}, v); }, throws_naming<IndexError>("row_idx[1]", "3"));
+  EXPECT_THAT([&] { CooMatrix<T>(3, 4, {0, 1, -1}, {0, 0, 0}, v); }, throws_naming<IndexError>("row_idx[2]", "-1"));
+  EXPECT_THAT([&] { CooMatrix<T>(3, 4, {0, 1, 2}, {0, 4, 9}, v); }, throws_naming<IndexError>("col_idx[1]", "4"));
+  EXPECT_THAT([&] { CooMatrix<T>(3, 4, {0, 1, 2}, {-2, 0, 0}, v); }, throws_naming<IndexError>("col_idx[0]", "-2"));
+  CooMatrix<T> a(2, 2);
+  EXPECT_THAT([&] { a.push_back(2, 0, T{}); }, throws_naming<IndexError>("push_back(2, 0)"));
+  EXPECT_THAT([&] { a.push_back(0, -1, T{}); }, throws_naming<IndexError>("push_back(0, -1)"));
+  EXPECT_EQ(a.nnz(), 0);
+}
+
+TYPED_TEST(Coo, CanonicalizeSortsSumsDuplicatesAndKeepsExplicitZeros) {
+  using T = TypeParam;
+  CooMatrix<T> a(3, 4, {2, 0, 1, 0, 2, 1}, {1, 3, 0, 3, 0, 2}, values_of<T>({1, 2, 0, 4, 5, -2}));
+  a.push_back(1, 2, static_cast<T>(2.0));  // cancels the (1, 2) entry: an explicit zero
+  EXPECT_FALSE(a.is_canonical());
+  a.canonicalize();
+  EXPECT_TRUE(a.is_canonical());
+  EXPECT_THAT(a.row_indices(), ElementsAre(0, 1, 1, 2, 2));
+  EXPECT_THAT(a.col_indices(), ElementsAre(3, 0, 2, 0, 1));
+  EXPECT_THAT(as_doubles(a.values()), ElementsAre(6, 0, 0, 5, 1));
+}
+
+TYPED_TEST(Coo, EmptyAndSortedInputsAreCanonical) {
+  using T = TypeParam;
+  CooMatrix<T> empty(0, 0);
+  EXPECT_TRUE(empty.is_canonical());
+  empty.canonicalize();
+  EXPECT_EQ(empty.nnz(), 0);
+  const CooMatrix<T> sorted(2, 2, {0, 0, 1}, {0, 1, 1}, values_of<T>({1, 2, 3}));
+  EXPECT_TRUE(sorted.is_canonical());
+  const CooMatrix<T> duplicated(2, 2, {0, 0}, {1, 1}, values_of<T>({1, 2}));
+  EXPECT_FALSE(duplicated.is_canonical());
+}
+
+// In fp64, (1e17 + 1) - 1e17 == 0 while (1e17 - 1e17) + 1 == 1: the sum tells the order.
+TEST(CooCanonicalize, SumsDuplicatesInInputOrder) {
+  CooMatrix<double> a(2, 2, {1, 0, 1, 1}, {1, 0, 1, 1}, {1e17, 7.0, 1.0, -1e17});
+  a.canonicalize();
+  EXPECT_THAT(a.values(), ElementsAre(7.0, 0.0));
+}
+
+// ---- CSR ---------------------------------------------------------------------------------
+
+template <class T>
+class Csr : public ::testing::Test {};
+TYPED_TEST_SUITE(Csr, ValueTypes, TypeNames);
+
+TYPED_TEST(Csr, RejectsNegativeShapes) {
+  using T = TypeParam;
+  EXPECT_THAT([] { CsrMatrix<T>(-1, 2); }, throws_naming<InvalidArgument>("rows"));
+  EXPECT_THAT([] { CsrMatrix<T>(2, -1); }, throws_naming<InvalidArgument>("cols"));
+  EXPECT_THAT([] { CsrMatrix<T>(1, -5, {0, 0}, {}, {}); }, throws_naming<InvalidArgument>("cols"));
+}
+
+TYPED_TEST(Csr, RejectsMalformedRowPointers) {
+  using T = TypeParam;
+  const auto v = values_of<T>({1, 2});
+  EXPECT_THAT([&] { CsrMatrix<T>(3, 3, {0, 1, 2}, {0, 1}, v); }, throws_naming<IndexError>("row_ptr", "3", "4"));
+  EXPECT_THAT([&] { CsrMatrix<T>(2, 3, {1, 1, 2}, {0, 1}, v); }, throws_naming<IndexError>("row_ptr[0]"));
+  EXPECT_THAT([&] { CsrMatrix<T>(3, 3, {0, 2, 1, 2}, {0, 1}, v); }, throws_naming<IndexError>("row_ptr[2]"));
+  EXPECT_THAT([&] { CsrMatrix<T>(2, 3, {0, 1, 1}, {0, 1}, v); }, throws_naming<IndexError>("row_ptr[2]"));
+  EXPECT_THAT([&] { CsrMatrix<T>(3, 3, {0, 4, 4, 2}, {0, 1}, v); }, throws_naming<IndexError>("row_ptr[1]"));
+  EXPECT_THAT([&] { CsrMatrix<T>(2, 3, {0, -1, 2}, {0, 1}, v); }, throws_naming<IndexError>("row_ptr[1]"));
+}
+
+TYPED_TEST(Csr, RejectsColumnAndValueArraysOfDifferentLengths) {
+  using T = TypeParam;
+  EXPECT_THAT([] { CsrMatrix<T>(1, 3, {0, 2}, {0, 1}, values_of<T>({1})); }, throws_naming<IndexError>("values", "1"));
+}
+
+TYPED_TEST(Csr, RejectsColumnsOutOfRange) {
+  using T = TypeParam;
+  const auto v = values_of<T>({1, 2, 3});
+  EXPECT_THAT([&] { CsrMatrix<T>(2, 4, {0, 1, 3}, {0, 1, 4}, v); },
+              throws_naming<IndexError>("col_idx[2]", "4", "row 1"));
+  EXPECT_THAT([&] { CsrMatrix<T>(2, 4, {0, 2, 3}, {-1, 1, 2}, v); },
+              throws_naming<IndexError>("col_idx[0]", "-1", "row 0"));
+  EXPECT_THAT([&] { CsrMatrix<T>(2, 4, {0, 2, 3}, {0, 1, 4}, v, Canonicalize::yes); },
+              throws_naming<IndexError>("col_idx[2]"));
+}
+
+TYPED_TEST(Csr, RejectsUnsortedOrDuplicateColumnsUnlessCanonicalizing) {
+  using T = TypeParam;
+  const auto v = values_of<T>({1, 2, 3, 4});
+  EXPECT_THAT([&] { CsrMatrix<T>(2, 4, {0, 2, 4}, {0, 3, 2, 1}, v); },
+              throws_naming<IndexError>("col_idx[3]", "row 1"));
+  EXPECT_THAT([&] { CsrMatrix<T>(2, 4, {0, 2, 4}, {1, 1, 0, 1}, v); },
+              throws_naming<IndexError>("col_idx[1]", "row 0"));
+}
+
+TYPED_TEST(Csr, CanonicalizeSortsRowsAndSumsDuplicates) {
+  using T = TypeParam;
+  const CsrMatrix<T> a(3, 4, {0, 3, 3, 6}, {2, 0, 2, 3, 3, 1}, values_of<T>({1, 2, 3, 4, -4, 5}), Canonicalize::yes);
+  EXPECT_THAT(a.row_ptr(), ElementsAre(0, 2, 2, 4));
+  EXPECT_THAT(a.col_indices(), ElementsAre(0, 2, 1, 3));
+  EXPECT_THAT(as_doubles(a.values()), ElementsAre(2, 4, 5, 0));  // (2, 3): 4 - 4 stays an explicit zero
+}
+
+TYPED_TEST(Csr, AcceptsEmptyShapesAndExplicitZeros) {
+  using T = TypeParam;
+  EXPECT_EQ(CsrMatrix<T>(0, 0).row_ptr().size(), 1u);
+  EXPECT_EQ(CsrMatrix<T>(0, 7, {0}, {}, {}).nnz(), 0);
+  EXPECT_THAT(CsrMatrix<T>(3, 0).row_ptr(), ElementsAre(0, 0, 0, 0));
+  const CsrMatrix<T> z(1, 2, {0, 1}, {1}, values_of<T>({0}));
+  EXPECT_EQ(z.nnz(), 1);
+}
+
+// ---- BsrStructure ----------------------------------------------------------------------------
+
+TEST(BsrStructure, RejectsNegativeShapesAndBlockSizesBelowOne) {
+  EXPECT_THAT([] { BsrStructure(-1, 2, 1, {0}, {}); }, throws_naming<InvalidArgument>("rows"));
+  EXPECT_THAT([] { BsrStructure(2, -1, 1, {0, 0, 0}, {}); }, throws_naming<InvalidArgument>("cols"));
+  EXPECT_THAT([] { BsrStructure(2, 2, 0, {0, 0}, {}); }, throws_naming<InvalidArgument>("block_size", "0"));
+  EXPECT_THAT([] { BsrStructure(2, 2, -3, {0, 0}, {}); }, throws_naming<InvalidArgument>("block_size", "-3"));
+}
+
+TEST(BsrStructure, RejectsMalformedBlockRowPointers) {
+  // 5 x 5 with b = 2: a 3 x 3 grid of blocks.
+  EXPECT_THAT([] { BsrStructure(5, 5, 2, {0, 1, 2}, {0, 1}); }, throws_naming<IndexError>("block_row_ptr", "4"));
+  EXPECT_THAT([] { BsrStructure(5, 5, 2, {1, 1, 2, 2}, {0, 1}); }, throws_naming<IndexError>("block_row_ptr[0]"));
+  EXPECT_THAT([] { BsrStructure(5, 5, 2, {0, 2, 1, 2}, {0, 1}); }, throws_naming<IndexError>("block_row_ptr[2]"));
+  EXPECT_THAT([] { BsrStructure(5, 5, 2, {0, 1, 1, 1}, {0, 1}); }, throws_naming<IndexError>("block_row_ptr[3]"));
+}
+
+TEST(BsrStructure, RejectsBlockColumnsOutOfRangeUnsortedOrDuplicated) {
+  EXPECT_THAT([] { BsrStructure(5, 5, 2, {0, 1, 2, 2}, {0, 3}); },
+              throws_naming<IndexError>("block_col_idx[1]", "3"));
+  EXPECT_THAT([] { BsrStructure(5, 5, 2, {0, 1, 2, 2}, {-1, 0}); },
+              throws_naming<IndexError>("block_col_idx[0]", "-1"));
+  EXPECT_THAT([] { BsrStructure(5, 5, 2, {0, 0, 0, 2}, {2, 1}); }, throws_naming<IndexError>("block_col_idx[1]"));
+  EXPECT_THAT([] { BsrStructure(5, 5, 2, {0, 2, 2, 2}, {1, 1}); }, throws_naming<IndexError>("block_col_idx[1]"));
+}
+
+TEST(BsrStructure, RejectsValueCountOverflow) {
+  // One block of 2^62 x 2^62 values.
+  EXPECT_THAT([] { BsrStructure(two_pow_62, two_pow_62, two_pow_62, {0, 1}, {0}); },
+              throws_naming<OverflowError>("block"));
+  // 2^31 x 2^31 = 2^62 values per block fits once, not twice.
+  const index_t b = index_t{1} << 31;
+  EXPECT_NO_THROW(BsrStructure(b, 2 * b, b, {0, 0}, {}));
+  EXPECT_THAT([&] { BsrStructure(b, 2 * b, b, {0, 2}, {0, 1}); }, throws_naming<OverflowError>("block"));
+}
+
+TEST(BsrStructure, HandlesLargeLogicalShapes) {
+  // 2^40 x (2^40 + 1) with b = 2^31: a 512 x 513 grid whose last block column is one wide.
+  const index_t b = index_t{1} << 31;
+  const index_t rows = index_t{1} << 40;
+  const BsrStructure s(rows, rows + 1, b, std::vector<index_t>(513, 0), {});
+  EXPECT_EQ(s.block_rows(), 512);
+  EXPECT_EQ(s.block_cols(), 513);
+  EXPECT_EQ(s.row_extent(511), b);
+  EXPECT_EQ(s.col_extent(512), 1);
+  EXPECT_EQ(s.block_density(), 0.0);
+  std::vector<index_t> one_block(513, 1);
+  one_block[0] = 0;
+  EXPECT_NO_THROW(BsrStructure(rows, rows + 1, b, one_block, {512})) << "2^62 values fit";
+}
+
+TEST(BsrStructure, ExtentsAndDensityOfAnUnalignedShape) {
+  // 7 x 5, b = 3: block rows cover 3, 3, 1 rows; block columns 3, 2 columns.
+  const BsrStructure s(7, 5, 3, {0, 2, 2, 3}, {0, 1, 1});
+  EXPECT_EQ(s.block_rows(), 3);
+  EXPECT_EQ(s.block_cols(), 2);
+  EXPECT_EQ(s.n_blocks(), 3);
+  EXPECT_EQ(s.row_extent(0), 3);
+  EXPECT_EQ(s.row_extent(1), 3);
+  EXPECT_EQ(s.row_extent(2), 1);
+  EXPECT_EQ(s.col_extent(0), 3);
+  EXPECT_EQ(s.col_extent(1), 2);
+  EXPECT_DOUBLE_EQ(s.block_density(), 3.0 / 6.0);
+}
+
+TEST(BsrStructure, EmptyShapes) {
+  const BsrStructure none(0, 0, 4, {0}, {});
+  EXPECT_EQ(none.block_rows(), 0);
+  EXPECT_EQ(none.block_cols(), 0);
+  EXPECT_EQ(none.block_density(), 0.0);
+  const BsrStructure no_cols(5, 0, 4, {0, 0, 0}, {});
+  EXPECT_EQ(no_cols.block_rows(), 2);
+  EXPECT_EQ(no_cols.block_cols(), 0);
+  EXPECT_EQ(no_cols.block_density(), 0.0);
+}
+
+TEST(BsrStructure, FingerprintsFollowEquality) {
+  const auto base = BsrStructure::make(4, 4, 2, {0, 1, 2}, {0, 1});
+  const auto same = BsrStructure::make(4, 4, 2, {0, 1, 2}, {0, 1});
+  EXPECT_NE(base, same) << "make returns a new handle";
+  EXPECT_TRUE(*base == *same);
+  EXPECT_EQ(base->fingerprint(), same->fingerprint());
+
+  const std::vector<BsrStructure> different = {
+      BsrStructure(3, 4, 2, {0, 1, 2}, {0, 1}),  // rows (same grid)
+      BsrStructure(4, 3, 2, {0, 1, 2}, {0, 1}),  // cols (same grid)
+      BsrStructure(4, 4, 3, {0, 1, 2}, {0, 1}),  // block size (same grid)
+      BsrStructure(4, 4, 2, {0, 0, 2}, {0, 1}),  // block row pointers
+      BsrStructure(4, 4, 2, {0, 1, 2}, {1, 1}),  // block columns
+      BsrStructure(4, 4, 2, {0, 2, 2}, {0, 1}),
+      BsrStructure(4, 4, 2, {0, 0, 0}, {}),
+  };
+  for (std::size_t i = 0; i < different.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "structure " << i);
+    EXPECT_FALSE(different[i] == *base);
+    EXPECT_NE(different[i].fingerprint(), base->fingerprint());
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NE(different[i].fingerprint(), different[j].fingerprint()) << j;
+  }
+}
+
+// ---- BsrMatrix --------------------------------------------------------------------------
+
+template <class T>
+class Bsr : public ::testing::Test {};
+TYPED_TEST_SUITE(Bsr, ValueTypes, TypeNames);
+
+TYPED_TEST(Bsr, RejectsNullStructureAndWrongValueCounts) {
+  using T = TypeParam;
+  EXPECT_THAT([] { BsrMatrix<T>(nullptr); }, throws_naming<InvalidArgument>("structure"));
+  EXPECT_THAT([] { BsrMatrix<T>(nullptr, std::vector<T>{}); }, throws_naming<InvalidArgument>("structure"));
+  const auto s = BsrStructure::make(3, 3, 2, {0, 1, 2}, {0, 1});  // 2 blocks of 4
+  EXPECT_THAT([&] { BsrMatrix<T>(s, std::vector<T>(7)); }, throws_naming<DimensionMismatch>("blocks", "7", "8"));
+  EXPECT_THAT([] { BsrMatrix<T>(3, 3, 2, {0, 1, 2}, {0, 1}, std::vector<T>(9)); },
+              throws_naming<DimensionMismatch>("blocks", "9", "8"));
+}
+
+TYPED_TEST(Bsr, RawArraysAreValidatedLikeTheStructure) {
+  using T = TypeParam;
+  EXPECT_THAT([] { BsrMatrix<T>(3, 3, 0, {0}, {}, {}); }, throws_naming<InvalidArgument>("block_size"));
+  EXPECT_THAT([] { BsrMatrix<T>(3, 3, 2, {0, 1, 0}, {0}, std::vector<T>(4)); },
+              throws_naming<IndexError>("block_row_ptr[2]"));
+  EXPECT_THAT([] { BsrMatrix<T>(3, 3, 2, {0, 1, 1}, {2}, std::vector<T>(4)); },
+              throws_naming<IndexError>("block_col_idx[0]"));
+  EXPECT_THAT([] { BsrMatrix<T>(3, 3, 2, {0, 2, 2}, {1, 0}, std::vector<T>(8)); },
+              throws_naming<IndexError>("block_col_idx[1]"));
+}
+
+TYPED_TEST(Bsr, ConstructorZeroesPadding) {
+  using T = TypeParam;
+  // 3 x 3, b = 2: block (0, 0) is all logical; block (1, 1) holds only a_22.
+  const auto nan = static_cast<T>(std::numeric_limits<double>::quiet_NaN());
+  const BsrMatrix<T> a(BsrStructure::make(3, 3, 2, {0, 1, 2}, {0, 1}), std::vector<T>(8, nan));
+  EXPECT_TRUE(padding_is_zero(a));
+  for (const T v : a.block(0)) EXPECT_TRUE(is_nan(v));
+  EXPECT_TRUE(is_nan(a.block(1)[0]));
+
+  const BsrMatrix<T> raw(3, 3, 2, {0, 1, 2}, {0, 1}, std::vector<T>(8, nan));
+  EXPECT_TRUE(padding_is_zero(raw));
+  const BsrMatrix<T> zeros(BsrStructure::make(3, 3, 2, {0, 1, 2}, {0, 1}));
+  EXPECT_EQ(zeros.blocks().size(), 8u);
+  for (const T v : zeros.blocks()) EXPECT_EQ(to_double(v), 0.0);
+}
+
+TYPED_TEST(Bsr, ZeroPaddingRestoresTheInvariant) {
+  using T = TypeParam;
+  BsrMatrix<T> a(BsrStructure::make(7, 5, 3, {0, 1, 1, 2}, {1, 0}));
+  for (T& v : a.blocks()) v = static_cast<T>(2.0);
+  a.zero_padding();
+  EXPECT_TRUE(padding_is_zero(a));
+  // Block 0 is block (0, 1): 3 rows x 2 logical columns; block 1 is (2, 0): 1 x 3.
+  EXPECT_THAT(as_doubles(a.block(0)), ElementsAre(2, 2, 0, 2, 2, 0, 2, 2, 0));
+  EXPECT_THAT(as_doubles(a.block(1)), ElementsAre(2, 2, 2, 0, 0, 0, 0, 0, 0));
+}
+
+TYPED_TEST(Bsr, CanonicalizeSortsAndSumsDuplicateBlocks) {
+  using T = TypeParam;
+  // Block row 0 lists blocks 1, 0, 1 (1 x 1 blocks of a 2 x 2 grid of b = 1).
+  const BsrMatrix<T> a(2, 2, 1, {0, 3, 4}, {1, 0, 1, 0}, values_of<T>({1, 2, 3, 4}), Canonicalize::yes);
+  EXPECT_THAT(a.structure().block_row_ptr(), ElementsAre(0, 2, 3));
+  EXPECT_THAT(a.structure().block_col_indices(), ElementsAre(0, 1, 0));
+  EXPECT_THAT(as_doubles(a.blocks()), ElementsAre(2, 4, 4));
+  EXPECT_THAT([] { BsrMatrix<T>(2, 2, 1, {0, 2, 2}, {1, 1}, values_of<T>({1, 2})); },
+              throws_naming<IndexError>("block_col_idx[1]"));
+}
+
+TEST(BsrCanonicalize, SumsDuplicateBlocksInInputOrder) {
+  const BsrMatrix<double> a(1, 1, 1, {0, 3}, {0, 0, 0}, {1e17, 1.0, -1e17}, Canonicalize::yes);
+  EXPECT_THAT(a.blocks(), ElementsAre(0.0));
+}
+
+TYPED_TEST(Bsr, SharesItsStructureAndExposesBlocks) {
+  using T = TypeParam;
+  const auto s = BsrStructure::make(4, 4, 2, {0, 1, 2}, {1, 0});
+  const BsrMatrix<T> a(s, values_of<T>({1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(a.structure_ptr(), s);
+  EXPECT_EQ(a.n_blocks(), 2);
+  EXPECT_EQ(a.block_size(), 2);
+  EXPECT_EQ(a.rows(), 4);
+  ASSERT_EQ(a.block(1).size(), 4u);
+  EXPECT_EQ(to_double(a.block(1)[0]), 5.0);
+  const Dense<T> d = dense_of(a);
+  EXPECT_EQ(to_double(d(1, 3)), 4.0);  // block (0, 1)
+  EXPECT_EQ(to_double(d(3, 0)), 7.0);  // block (1, 0)
+}
+
+}  // namespace
+}  // namespace trnsparse::test

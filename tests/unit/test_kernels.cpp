@@ -1,0 +1,304 @@
+// The optimised CPU kernels (src/kernels/cpu) against their reference twins
+// (src/kernels/reference, the executable specification) and a float64 dense reference,
+// on every ISA this CPU supports and every (operand, output) type pair.
+//
+// The shapes aim at the tile kernels' edges (bsr_tile.inc, csr_tile.inc,
+// avx512bf16/bsr_kernels.cpp): strips of kMR rows with a shorter last strip (b = 3, 10,
+// 17 against kMR = 4 / 8), panels of NR columns with tails (NR = 4 scalar, 8..32 SIMD;
+// widths 15..33), column chunks of 8 panels (32..256 columns: widths 100, 257, 300),
+// the width-1 vector path (spmv, and spmm with a strided n x 1 B), the transposed path
+// (BSC view with a permutation), the bf16 pair path for even block sizes (b = 2, 8, 10,
+// 16, 32, 64, 128) and its widening fallback for odd ones (b = 1, 3, 9, 17), logical
+// shapes that do not fill their edge blocks, block rows with no stored block, stored
+// all-zero blocks, one dense block row, and empty matrices in each dimension.
+//
+// The products run on one thread here: an OpenMP region costs milliseconds on a loaded
+// machine, and test_determinism.cpp holds 2 and 3 threads bitwise equal to one.
+//
+// Tolerances (see support.hpp near_reference and kernel_support.hpp near_kernel): every
+// result is an inner product of length k accumulated in acc_t<TA> with unit roundoff u
+// (2^-24 for float and bf16 operands, 2^-53 for double), so it is within
+// gamma_{k+3} M ~ (k+3) u sum |alpha||a||b| + |beta||c| of the exact value, whatever the
+// order and FMA contraction. bf16 operands are bf16 numbers widened exactly, so the
+// float64 reference sees the same inputs the pair path (vdpbf16ps: exact bf16 products,
+// fp32 sums, round to nearest per pair) consumes; a bf16 output adds 2^-8 relative.
+// vdpbf16ps also flushes subnormal inputs and outputs: the random inputs here are drawn
+// from [-1, 1) and have no subnormal products; KernelBf16Subnormal bounds the flush.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernel_support.hpp"
+#include "kernels/reference/products.hpp"
+#include "support.hpp"
+
+namespace trnsparse::test {
+namespace {
+
+namespace ref = kernels::reference;
+
+struct Scaling {
+  double alpha;
+  double beta;
+};
+/// beta = 0 runs with a NaN-filled output (it must be written without being read).
+constexpr Scaling scalings[] = {{1.0, 0.0}, {-1.5, 0.5}};
+/// Also run once per matrix: alpha = 0 scales C only.
+constexpr Scaling only_beta{0.0, -1.0};
+
+/// One matrix and the operand widths it meets.
+struct BsrCase {
+  std::string name;
+  index_t rows;
+  index_t cols;
+  index_t b;
+  std::vector<index_t> widths;
+  PatternSpec pattern{};
+};
+
+std::vector<BsrCase> bsr_cases() {
+  const PatternSpec no_blocks{0.0, 1.0, false, 0.0};
+  const PatternSpec zero_blocks{0.6, 0.0, true, 1.0};
+  const PatternSpec full{1.0, 0.0, false, 0.0};
+  return {
+      {"empty_0x0_b3", 0, 0, 3, {0, 1, 4}},
+      {"no_rows_0x7_b3", 0, 7, 3, {1, 4}},
+      {"no_cols_6x0_b4", 6, 0, 4, {1, 3}},
+      {"single_1x1_b1", 1, 1, 1, {0, 1, 2, 17}, full},
+      {"single_1x1_b16", 1, 1, 16, {1, 33}, full},
+      {"unaligned_7x5_b3", 7, 5, 3, {1, 2, 15, 16, 17, 300}},
+      {"b1_40x37", 40, 37, 1, {1, 2, 31, 32, 33}},
+      {"b2_33x31", 33, 31, 2, {1, 2, 15, 16, 17, 257, 300}},
+      {"b8_64x50", 64, 50, 8, {1, 7, 8, 9, 31, 32, 33, 100}},
+      {"even_b10_100x90", 100, 90, 10, {1, 16, 17}},
+      {"odd_b9_100x90", 100, 90, 9, {1, 2, 33}},
+      {"odd_b17_60x52", 60, 52, 17, {1, 2, 16, 257}},
+      {"unaligned_130x67_b16", 130, 67, 16, {1, 16, 17, 257}},
+      {"b32_96x70", 96, 70, 32, {1, 33, 300}},
+      {"unaligned_259x130_b64", 259, 130, 64, {1, 2, 33}},
+      {"b128_150x140", 150, 140, 128, {1, 2, 17}},
+      {"dense_b10_30x30", 30, 30, 10, {1, 33}, full},
+      {"no_stored_blocks_20x20_b4", 20, 20, 4, {1, 5}, no_blocks},
+      {"all_zero_blocks_30x30_b4", 30, 30, 4, {1, 17}, zero_blocks},
+  };
+}
+
+enum class Product { spmm, spmv, spmm_transposed };
+
+const char* name_of(Product op) {
+  switch (op) {
+    case Product::spmm: return "spmm";
+    case Product::spmv: return "spmv";
+    case Product::spmm_transposed: return "spmm_transposed";
+  }
+  return "?";
+}
+
+/// C = alpha op(A) B + beta C by the reference kernel (C dense, ld = cols).
+template <Value TA, class TY>
+void reference_product(Product op, const BsrMatrix<TA>& A, double alpha, const Dense<TA>& B, double beta,
+                       Dense<TY>& C) {
+  const ref::BsrArrays arrays = arrays_of(A.structure());
+  const auto al = static_cast<acc_t<TA>>(alpha);
+  const auto be = static_cast<acc_t<TA>>(beta);
+  if (op == Product::spmm_transposed) {
+    std::vector<acc_t<TA>> work(static_cast<std::size_t>(A.cols() * B.cols()));
+    ref::bsr_spmm_transposed(arrays, A.blocks().data(), B.cols(), al, B.values().data(), B.ld(), be,
+                             C.values().data(), C.ld(), work.data());
+  } else {
+    ref::bsr_spmm(arrays, A.blocks().data(), B.cols(), al, B.values().data(), B.ld(), be, C.values().data(), C.ld());
+  }
+}
+
+/// Runs `op` through the public API on every supported ISA and checks it against the
+/// float64 reference and the reference kernel. B holds NaN beyond its columns (never
+/// read); C holds NaN (beta = 0) or a sentinel beyond its columns (never written).
+template <Value TA, class TY>
+void check_product(Rng& rng, Product op, const BsrMatrix<TA>& A, const Dense<double>& op_a, index_t width,
+                   Scaling s) {
+  SCOPED_TRACE(::testing::Message() << name_of(op) << ", width " << width << ", alpha " << s.alpha << ", beta "
+                                    << s.beta);
+  const Dense<TA> b = random_dense<TA>(rng, op_a.cols(), width);
+  const Dense<TY> c = initial_output<TY>(rng, op_a.rows(), width, s.beta);
+  const Reference expected = reference_gemm(s.alpha, op_a, widen<TA>(b), s.beta, widen<TY>(c));
+  Dense<TY> want = c;
+  reference_product(op, A, s.alpha, b, s.beta, want);
+  ASSERT_TRUE(near_reference<TA>(want.view(), expected)) << "the reference kernel itself";
+
+  const auto alpha = static_cast<acc_t<TA>>(s.alpha);
+  const auto beta = static_cast<acc_t<TA>>(s.beta);
+  const TY fill = s.beta == 0.0 ? quiet_nan<TY>() : sentinel_value<TY>();
+  for_each_isa([&](Isa) {
+    Dense<TY> got = c;
+    if (op == Product::spmv) {
+      spmv(alpha, A, b.values(), beta, got.values());
+    } else {
+      const StridedDense<TA> B(b, width + 3, quiet_nan<TA>());
+      StridedDense<TY> C(c, width + 2, fill);
+      if (op == Product::spmm) spmm(alpha, A, B.view(), beta, C.view());
+      else spmm_transposed(alpha, A, B.view(), beta, C.view());
+      EXPECT_TRUE(C.padding_holds(fill)) << "C was written beyond its columns";
+      for (index_t i = 0; i < got.rows(); ++i)
+        for (index_t j = 0; j < width; ++j) got(i, j) = C.view()(i, j);
+    }
+    EXPECT_TRUE(near_reference<TA>(got.view(), expected));
+    EXPECT_TRUE((near_kernel<TA, TY>(got.view(), want.view(), expected)));
+  });
+}
+
+template <class Pair>
+class KernelBsr : public Seeded<> {
+protected:
+  using TA = typename Pair::TA;
+  using TY = typename Pair::TY;
+
+  void run(Product op) {
+    const RuntimeGuard guard;
+    set_num_threads(1);
+    for (const BsrCase& c : bsr_cases()) {
+      SCOPED_TRACE(c.name);
+      const BsrMatrix<TA> A = random_bsr<TA>(this->rng, c.rows, c.cols, c.b, c.pattern);
+      const Dense<double> a = widen<TA>(dense_of(A));
+      const Dense<double> op_a = op == Product::spmm_transposed ? transpose_dense<double>(a) : a;
+      bool first = true;
+      for (const index_t width : c.widths) {
+        if (op == Product::spmv && width != 1) continue;
+        for (const Scaling s : scalings) check_product<TA, TY>(this->rng, op, A, op_a, width, s);
+        if (std::exchange(first, false)) check_product<TA, TY>(this->rng, op, A, op_a, width, only_beta);
+      }
+    }
+  }
+};
+TYPED_TEST_SUITE(KernelBsr, ProductTypes, TypeNames);
+
+TYPED_TEST(KernelBsr, SpmmMatchesTheReference) { this->run(Product::spmm); }
+TYPED_TEST(KernelBsr, SpmvMatchesTheReference) { this->run(Product::spmv); }
+TYPED_TEST(KernelBsr, SpmmTransposedMatchesTheReference) { this->run(Product::spmm_transposed); }
+
+// ---- bf16 operands outside the normal range -------------------------------------------------
+
+/// A bf16 subnormal: 1..127 times 2^-133, random sign.
+bf16 subnormal_bf16(Rng& rng) {
+  const auto mantissa = static_cast<std::uint16_t>(1 + rng.below(127));
+  return bf16::from_bits(static_cast<std::uint16_t>(mantissa | (rng.bernoulli(0.5) ? 0x8000u : 0u)));
+}
+
+/// A normal bf16 of magnitude in [2^-70, 2^-60): products of two land in fp32's
+/// subnormal range (below 2^-126).
+bf16 tiny_bf16(Rng& rng) {
+  return bf16(std::ldexp(rng.uniform(-1.0, 1.0), -60 - static_cast<int>(rng.below(10))));
+}
+
+template <class Pair>
+class KernelBf16Subnormal : public Seeded<> {};
+using Bf16Pairs = ::testing::Types<TypePair<bf16, float>, TypePair<bf16, bf16>>;
+TYPED_TEST_SUITE(KernelBf16Subnormal, Bf16Pairs, TypeNames);
+
+// Rows alternate between tiny/subnormal values and ordinary ones, so the ordinary rows
+// are checked at full accuracy next to the flushed ones. A flushed input, product or
+// partial sum loses less than 2^-126 max(1, |a|) max(1, |b|) per term, hence the absolute
+// slack |alpha| 2 (k+1) 2^-126 (|a|, |b| <= 1 here) plus half a bf16 subnormal ulp
+// (2^-134) for a bf16 output. Exact IEEE subnormal arithmetic (the widening kernels) is
+// within the same slack.
+TYPED_TEST(KernelBf16Subnormal, FlushIsBoundedAndNothingLeaks) {
+  using TY = typename TypeParam::TY;
+  const RuntimeGuard guard;
+  const index_t b = 16, rows = 48, cols = 32, width = 40;  // even b: the pair path on avx512
+  const auto s = BsrStructure::make(rows, cols, b, {0, 2, 3, 5}, {0, 1, 1, 0, 1});
+  // Odd rows of A and odd columns of B: ordinary values; even ones: subnormal or tiny.
+  auto odd_or_tiny = [&](index_t i, bool subnormal) {
+    if (i % 2 == 1) return random_value<bf16>(this->rng);
+    return subnormal ? subnormal_bf16(this->rng) : tiny_bf16(this->rng);
+  };
+  std::vector<bf16> blocks(static_cast<std::size_t>(s->n_blocks() * b * b));
+  for (std::size_t e = 0; e < blocks.size(); ++e)
+    blocks[e] = odd_or_tiny(static_cast<index_t>(e) / b, this->rng.bernoulli(0.5));
+  const BsrMatrix<bf16> A(s, std::move(blocks));
+  Dense<bf16> B(cols, width);
+  for (index_t i = 0; i < cols; ++i)
+    for (index_t j = 0; j < width; ++j) B(i, j) = odd_or_tiny(j, this->rng.bernoulli(0.5));
+  const double alpha = 1.0;
+  const Dense<TY> C0 = filled<TY>(rows, width, quiet_nan<TY>());
+  const Reference expected = reference_gemm(alpha, widen<bf16>(dense_of(A)), widen<bf16>(B), 0.0, widen<TY>(C0));
+  const double slack = std::fabs(alpha) * 2.0 * static_cast<double>(expected.inner + 1) * 0x1p-126 +
+                       (std::is_same_v<TY, bf16> ? 0x1p-134 : 0.0);
+  Dense<TY> want = C0;
+  reference_product(Product::spmm, A, alpha, B, 0.0, want);
+  EXPECT_TRUE((near_float64<bf16, TY>(want.view(), expected, slack))) << "the reference kernel itself";
+  for_each_isa([&](Isa) {
+    Dense<TY> got = C0;
+    spmm(static_cast<float>(alpha), A, B.view(), 0.0f, got.view());
+    EXPECT_TRUE((near_float64<bf16, TY>(got.view(), expected, slack)));
+    EXPECT_TRUE((near_kernel<bf16, TY>(got.view(), want.view(), expected, 2.0 * slack)));
+  });
+}
+
+// ---- CSR -------------------------------------------------------------------------------------
+
+// CSR float and double run the ISA's threaded kernels (csr_tile.inc: chunks of 4 vectors
+// of C columns in registers, then single tail columns); bf16 runs the reference. Both sum
+// each element over the row's entries in storage order, so they differ from the reference
+// kernel by FMA contraction only, within the same bound as above.
+const index_t csr_widths[] = {1, 2, 15, 16, 17, 31, 32, 33, 64, 65, 100};
+
+template <class Pair>
+class KernelCsr : public Seeded<> {};
+TYPED_TEST_SUITE(KernelCsr, ProductTypes, TypeNames);
+
+TYPED_TEST(KernelCsr, SpmmSpmvAndTransposedMatchTheReference) {
+  using TA = typename TypeParam::TA;
+  using TY = typename TypeParam::TY;
+  const RuntimeGuard guard;
+  set_num_threads(1);
+  std::size_t n = 0;
+  for (const MatrixSpec& spec : adversarial_specs()) {
+    SCOPED_TRACE(spec.name);
+    const Dense<TA> a = random_dense<TA>(this->rng, spec);
+    const Dense<double> wide = widen<TA>(a);
+    const Dense<double> wide_t = transpose_dense<double>(wide);
+    const CsrMatrix<TA> A = csr_from_dense<TA>(a);
+    for (const index_t width : csr_widths) {
+      const Scaling s = scalings[n++ % std::size(scalings)];
+      SCOPED_TRACE(::testing::Message() << "width " << width << ", alpha " << s.alpha << ", beta " << s.beta);
+      const auto alpha = static_cast<acc_t<TA>>(s.alpha);
+      const auto beta = static_cast<acc_t<TA>>(s.beta);
+      const TY fill = s.beta == 0.0 ? quiet_nan<TY>() : sentinel_value<TY>();
+      const Dense<TA> b = random_dense<TA>(this->rng, spec.cols, width);
+      const Dense<TY> c = initial_output<TY>(this->rng, spec.rows, width, s.beta);
+      const Reference expected = reference_gemm(s.alpha, wide, widen<TA>(b), s.beta, widen<TY>(c));
+      Dense<TY> want = c;
+      ref::csr_spmm(A.rows(), width, A.row_ptr().data(), A.col_indices().data(), A.values().data(), alpha,
+                    b.values().data(), b.ld(), beta, want.values().data(), want.ld());
+      // Aᵀ B with B: rows x width.
+      const Dense<TA> bt = random_dense<TA>(this->rng, spec.rows, width);
+      const Dense<TY> ct = initial_output<TY>(this->rng, spec.cols, width, s.beta);
+      const Reference expected_t = reference_gemm(s.alpha, wide_t, widen<TA>(bt), s.beta, widen<TY>(ct));
+      for_each_isa([&](Isa) {
+        const StridedDense<TA> B(b, width + 3, quiet_nan<TA>());
+        StridedDense<TY> C(c, width + 2, fill);
+        spmm(alpha, A, B.view(), beta, C.view());
+        EXPECT_TRUE(near_reference<TA>(C.view(), expected));
+        EXPECT_TRUE((near_kernel<TA, TY>(C.view(), want.view(), expected)));
+        EXPECT_TRUE(C.padding_holds(fill)) << "C was written beyond its columns";
+        if (width == 1) {
+          Dense<TY> y = c;
+          spmv(alpha, A, b.values(), beta, y.values());
+          EXPECT_TRUE(near_reference<TA>(y.view(), expected));
+          EXPECT_TRUE((near_kernel<TA, TY>(y.view(), want.view(), expected)));
+        }
+        const StridedDense<TA> Bt(bt, width + 1, quiet_nan<TA>());
+        StridedDense<TY> Ct(ct, width + 1, fill);
+        spmm_transposed(alpha, A, Bt.view(), beta, Ct.view());
+        EXPECT_TRUE(near_reference<TA>(Ct.view(), expected_t)) << "spmm_transposed";
+        EXPECT_TRUE(Ct.padding_holds(fill)) << "spmm_transposed wrote C beyond its columns";
+      });
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trnsparse::test

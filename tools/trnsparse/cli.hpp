@@ -1,0 +1,127 @@
+/// @file cli.hpp
+/// What the subcommands of the `trnsparse` tool share: how a subcommand plugs into
+/// main, the exit statuses, the `--json` flag and a one-line JSON object writer.
+///
+/// Conventions for every subcommand:
+/// - `--json` prints machine-readable output, one JSON object per line, on stdout;
+/// - exit status 0 on success, 1 for bad usage or bad input (one message on stderr,
+///   naming the file and line of a parse error), 2 for an internal error;
+/// - an output file is either complete or absent.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "trnsparse/io.hpp"
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::cli {
+
+/// The process exit statuses.
+enum ExitStatus : int { exit_ok = 0, exit_bad_input = 1, exit_internal_error = 2 };
+
+/// A subcommand: its parser (owned by the parent app) and what runs once the command
+/// line parsed. `run` reports failure by throwing; main maps the exception to an
+/// exit status and a message.
+struct Subcommand {
+  CLI::App* parser;
+  std::function<void()> run;
+};
+
+Subcommand add_info(CLI::App& app);
+Subcommand add_convert(CLI::App& app);
+Subcommand add_demo(CLI::App& app);
+
+/// "coordinate real symmetric": the banner words of a Matrix Market header.
+inline std::string banner_words(const MmHeader& h) {
+  return std::string(to_string(h.format)) + " " + std::string(to_string(h.field)) + " " +
+         std::string(to_string(h.symmetry));
+}
+
+/// The `--json` flag, spelled and described alike in every subcommand.
+inline void add_json_flag(CLI::App& command, bool& json) {
+  command.add_flag("--json", json, "Print machine-readable output: one JSON object per line");
+}
+
+/// One JSON object, built member by member and printed on one line. Non-finite
+/// numbers become null (JSON has no NaN).
+///
+///     JsonObject o;
+///     o.string("file", path).integer("rows", 3);
+///     print_line(o.str());   // {"file":"a.mtx","rows":3}
+class JsonObject {
+public:
+  JsonObject& string(std::string_view key, std::string_view value) {
+    add_key(key);
+    add_quoted(value);
+    return *this;
+  }
+  JsonObject& integer(std::string_view key, index_t value) {
+    add_key(key);
+    body_ += std::to_string(value);
+    return *this;
+  }
+  JsonObject& number(std::string_view key, double value) {
+    add_key(key);
+    if (!std::isfinite(value)) {
+      body_ += "null";
+      return *this;
+    }
+    std::array<char, 32> text{};
+    body_.append(text.data(), std::to_chars(text.data(), text.data() + text.size(), value).ptr);
+    return *this;
+  }
+  JsonObject& boolean(std::string_view key, bool value) {
+    add_key(key);
+    body_ += value ? "true" : "false";
+    return *this;
+  }
+  JsonObject& object(std::string_view key, const JsonObject& value) {
+    add_key(key);
+    body_ += value.str();
+    return *this;
+  }
+
+  [[nodiscard]] std::string str() const { return "{" + body_ + "}"; }
+
+private:
+  void add_key(std::string_view key) {
+    if (!body_.empty()) body_ += ',';
+    add_quoted(key);
+    body_ += ':';
+  }
+  /// `text` as a JSON string: quotes, backslashes and control characters escaped.
+  void add_quoted(std::string_view text) {
+    body_ += '"';
+    for (const char c : text) {
+      if (c == '"' || c == '\\') {
+        body_ += '\\';
+        body_ += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        std::array<char, 8> escape{};
+        std::snprintf(escape.data(), escape.size(), "\\u%04x", static_cast<unsigned>(c));
+        body_ += escape.data();
+      } else {
+        body_ += c;
+      }
+    }
+    body_ += '"';
+  }
+
+  std::string body_;
+};
+
+/// Writes `line` and a newline to stdout (main checks stdout once at the end).
+inline void print_line(std::string_view line) {
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+}
+
+}  // namespace trnsparse::cli
