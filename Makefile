@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 30
 # Every Debian package the build and the tests need, in one list (libomp-dev: OpenMP for
 # the clang fuzz build; python3: the interpreter of the cli tests).
 DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev libomp-dev \
-                libgtest-dev libgmock-dev libcli11-dev python3
+                libgtest-dev libgmock-dev libcli11-dev libopenblas-dev libeigen3-dev pkg-config python3
 APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
 .PHONY: deps build demo check asan fuzz test install clean

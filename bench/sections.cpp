@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -32,8 +33,9 @@ std::string cpu_model() {
 /// The fields every row starts with.
 Row header(const char* section, const Options& o, int threads) {
   static const std::string machine = cpu_model();
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
   return {{"section", str(section)}, {"machine", str(machine)}, {"isa", str(to_string(active_isa()))},
-          {"threads", num(threads)},  {"dtype", str(o.dtype)}};
+          {"threads", num(threads)},  {"dtype", str(o.dtype)},   {"omp_wait_policy", str(wait ? wait : "default")}};
 }
 
 /// A random b x b block pattern of the given block density on an n x n matrix, values

@@ -31,8 +31,8 @@ class BsrStructure {
 public:
   /// Checks: rows, cols >= 0; block_size >= 1; `block_row_ptr` has block_rows+1
   /// entries, starts at 0, never decreases, ends at `block_col_idx.size()`; block
-  /// columns in [0, block_cols), strictly increasing in each block row; the value
-  /// count n_blocks * b * b fits in index_t.
+  /// columns in [0, block_cols), strictly increasing in each block row; b * b and
+  /// the value count n_blocks * b * b fit in index_t.
   /// @throw InvalidArgument, IndexError, OverflowError naming the array and position.
   BsrStructure(index_t rows, index_t cols, index_t block_size, std::vector<index_t> block_row_ptr,
                std::vector<index_t> block_col_idx);

@@ -83,7 +83,8 @@ void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const st
 /// alpha * A + beta * B on the union of the patterns (an entry present in either is
 /// kept, even when the sum is zero). O(nnz(A) + nnz(B)).
 template <Value T> CsrMatrix<T> sparse_add(acc_t<T> alpha, const CsrMatrix<T>& A, acc_t<T> beta, const CsrMatrix<T>& B);
-/// Same on the union of the block patterns; block sizes must agree.
+/// Same on the union of the block patterns.
+/// @throw DimensionMismatch for different shapes; InvalidArgument for different block sizes.
 template <Value T> BsrMatrix<T> sparse_add(acc_t<T> alpha, const BsrMatrix<T>& A, acc_t<T> beta, const BsrMatrix<T>& B);
 /// alpha * A, same structure (shared for BSR).
 template <Value T> CsrMatrix<T> sparse_scale(const CsrMatrix<T>& A, acc_t<T> alpha);

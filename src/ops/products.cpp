@@ -27,7 +27,7 @@ void csr_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, const TA* B, index_t l
     const kernels::cpu::CsrProduct<TA> prod{k, A.row_ptr().data(), A.col_indices().data(), A.values().data(),
                                             alpha, beta, B, ldb, C, ldc};
     const auto& kernel = dispatch::csr_kernels<TA>();
-    const auto split = detail::balanced_split(A.row_ptr(), detail::parts_for(A.rows()));
+    const auto split = detail::balanced_split(A.row_ptr(), detail::parts_for(A.rows(), static_cast<double>(A.nnz()) * static_cast<double>(k)));
     detail::parallel_parts(static_cast<int>(split.size()) - 1,
                            [&](int t) { kernel.spmm(prod, split[t], split[t + 1]); });
   } else {

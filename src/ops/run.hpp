@@ -7,14 +7,26 @@
 #include <span>
 
 #include "runtime/workspace.hpp"
+#include "trnsparse/bsr.hpp"
 #include "trnsparse/runtime.hpp"
 #include "trnsparse/types.hpp"
 
 namespace trnsparse::detail {
 
-/// Threads worth using for `units` independent output units (block rows, rows).
-inline int parts_for(index_t units) {
-  return static_cast<int>(std::max<index_t>(1, std::min<index_t>(num_threads(), units)));
+/// Threads worth using for `units` independent output units (block rows, rows) holding
+/// `work` multiply-adds in all: at most one per unit, and one per `kGrain` of work, since
+/// waking a thread team costs about as much as that many multiply-adds.
+inline int parts_for(index_t units, double work) {
+  constexpr double kGrain = 1 << 16;
+  const double by_work = std::max(1.0, work / kGrain);
+  return static_cast<int>(std::max<index_t>(
+      1, std::min<index_t>({static_cast<index_t>(num_threads()), units, static_cast<index_t>(std::min(by_work, 1e9))})));
+}
+
+/// Multiply-adds of a product of the stored blocks of `s` with `width` columns.
+inline double block_work(const BsrStructure& s, index_t width) {
+  return static_cast<double>(s.n_blocks()) * static_cast<double>(s.block_size() * s.block_size()) *
+         static_cast<double>(width);
 }
 
 /// Runs f(t) for t in [0, parts) on up to `parts` OpenMP threads. The runtime may grant

@@ -1,11 +1,15 @@
 // Results never depend on the thread count (runtime.hpp): each output tile has one
 // writer and every reduction runs in a fixed order. Every threaded product is run with
 // 1, 2 and 3 threads on every supported ISA and the outputs compared byte for byte,
-// including shapes with fewer block rows (or block columns, for Aᵀ) than threads and a
-// skewed structure whose balanced split cuts next to a heavy block row.
+// including shapes with fewer block rows (or block columns, for Aᵀ) than threads, the
+// width-1 vector paths, and a skewed structure whose balanced split cuts next to a
+// heavy block row.
 //
-// Every OpenMP region costs a wake-up of the worker threads, which on a loaded machine
-// is milliseconds: the cases are few and small on purpose.
+// The library gives a product fewer threads when it has little work (about one thread
+// per kThreadGrain multiply-adds, src/ops/run.hpp parts_for): every case here holds at
+// least 3 grains per product, checked below, so 3 threads really run. Beyond that the
+// cases are small: every OpenMP region costs a wake-up of the workers, milliseconds on a
+// loaded machine.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -44,12 +48,15 @@ void expect_thread_independent(F&& run) {
   });
 }
 
+/// Multiply-adds per thread below which the library stops adding threads (parts_for).
+constexpr double kThreadGrain = 1 << 16;
+
 struct DeterminismCase {
   std::string name;
   index_t rows;
   index_t cols;
   index_t b;
-  index_t width;
+  index_t width;  // 1: also spmv, and the vector paths of spmm and spmm_transposed
   PatternSpec pattern{};
 };
 
@@ -57,12 +64,17 @@ std::vector<DeterminismCase> cases() {
   const PatternSpec full{1.0, 0.0, false, 0.0};
   const PatternSpec skewed{0.15, 0.3, true, 0.1};
   return {
-      {"one_block_row_5x40_b8", 5, 40, 8, 33, full},       // 1 block row, 5 block columns
-      {"one_block_col_40x5_b8", 40, 5, 8, 17, full},       // 5 block rows, 1 block column
-      {"two_block_rows_16x24_b8", 16, 24, 8, 2, full},     // 3 threads, 2 block rows
-      {"skewed_120x100_b6", 120, 100, 6, 40, skewed},      // a dense block row among sparse
-      {"odd_b3_31x29", 31, 29, 3, 19, {}},
+      {"two_block_rows_128x192_b64", 128, 192, 64, 17, full},  // 3 threads, 2 block rows (3 block cols)
+      {"one_block_row_40x400_b40", 40, 400, 40, 33, full},     // 1 block row, 10 block columns
+      {"skewed_240x200_b8", 240, 200, 8, 64, skewed},          // a dense block row among sparse ones
+      {"odd_b3_93x87", 93, 87, 3, 150, {0.3, 0.2, true, 0.15}},
+      {"vector_600x560_b20", 600, 560, 20, 1, full},
   };
+}
+
+/// Multiply-adds of a product (or SDDMM) with the stored blocks of `s`, `width` columns.
+double block_work(const BsrStructure& s, index_t width) {
+  return static_cast<double>(s.n_blocks() * s.block_size() * s.block_size() * width);
 }
 
 template <class T>
@@ -90,6 +102,7 @@ TYPED_TEST(DeterminismProducts, BsrSpmmSpmvAndTransposed) {
   for (const DeterminismCase& c : cases()) {
     SCOPED_TRACE(c.name);
     const BsrMatrix<TA> A = random_bsr<TA>(this->rng, c.rows, c.cols, c.b, c.pattern);
+    ASSERT_GE(block_work(A.structure(), c.width), 3 * kThreadGrain) << "too little work to run 3 threads";
     const Dense<TA> B = random_dense<TA>(this->rng, c.cols, c.width);
     const Dense<TY> C = random_dense<TY>(this->rng, c.rows, c.width);
     const Dense<TA> Bt = random_dense<TA>(this->rng, c.rows, c.width);
@@ -104,7 +117,7 @@ TYPED_TEST(DeterminismProducts, BsrSpmmSpmvAndTransposed) {
         return values_of_dense(out);
       });
     }
-    {
+    if (c.width == 1) {
       SCOPED_TRACE("spmv");
       expect_thread_independent([&] {
         Dense<TY> out = y;
@@ -128,24 +141,27 @@ TYPED_TEST(DeterminismProducts, CsrSpmmAndSpmv) {
   using TY = typename TypeParam::TY;
   const auto alpha = kAlpha<TA>;
   const auto beta = kBeta<TA>;
-  // Two rows for three threads; one dense row among sparse ones; long rows.
-  const MatrixSpec specs[] = {{"two_rows_2x50", 2, 50, 0.5},
-                              {"one_dense_row_60x70", 60, 70, 0.05, 31},
-                              {"long_rows_3x300", 3, 300, 0.7}};
-  for (const MatrixSpec& spec : specs) {
+  // Two rows for three threads; one dense row among sparse ones; a matrix with enough
+  // non-zeros for a threaded spmv.
+  struct CsrCase {
+    MatrixSpec spec;
+    index_t width;
+  };
+  const CsrCase csr_cases[] = {{{"two_rows_2x3000", 2, 3000, 1.0}, 64},
+                               {{"one_dense_row_400x300", 400, 300, 0.05, 123}, 64},
+                               {{"spmv_500x500", 500, 500, 0.9}, 1}};
+  for (const auto& [spec, width] : csr_cases) {
     SCOPED_TRACE(spec.name);
     const CsrMatrix<TA> A = csr_from_dense<TA>(random_dense<TA>(this->rng, spec));
-    for (const index_t width : {index_t{1}, index_t{37}, index_t{70}}) {
-      SCOPED_TRACE(::testing::Message() << "width " << width);
-      const Dense<TA> B = random_dense<TA>(this->rng, spec.cols, width);
-      const Dense<TY> C = random_dense<TY>(this->rng, spec.rows, width);
-      expect_thread_independent([&] {
-        Dense<TY> out = C;
-        if (width == 1) spmv(alpha, A, B.values(), beta, out.values());
-        else spmm(alpha, A, B.view(), beta, out.view());
-        return values_of_dense(out);
-      });
-    }
+    ASSERT_GE(static_cast<double>(A.nnz() * width), 3 * kThreadGrain) << "too little work to run 3 threads";
+    const Dense<TA> B = random_dense<TA>(this->rng, spec.cols, width);
+    const Dense<TY> C = random_dense<TY>(this->rng, spec.rows, width);
+    expect_thread_independent([&] {
+      Dense<TY> out = C;
+      if (width == 1) spmv(alpha, A, B.values(), beta, out.values());
+      else spmm(alpha, A, B.view(), beta, out.view());
+      return values_of_dense(out);
+    });
   }
 }
 
@@ -158,11 +174,12 @@ TYPED_TEST(DeterminismProducts, ConcurrentCallersGetTheSerialResults) {
   const auto beta = kBeta<TA>;
   const RuntimeGuard guard;
   set_num_threads(2);
-  const BsrMatrix<TA> A = random_bsr<TA>(this->rng, 45, 38, 4);
-  const Dense<TA> B = random_dense<TA>(this->rng, 38, 21);
-  const Dense<TA> Bt = random_dense<TA>(this->rng, 45, 21);
-  const Dense<TY> C = random_dense<TY>(this->rng, 45, 21);
-  const Dense<TY> Ct = random_dense<TY>(this->rng, 38, 21);
+  const BsrMatrix<TA> A = random_bsr<TA>(this->rng, 128, 120, 8, {0.5, 0.1, true, 0.1});
+  ASSERT_GE(block_work(A.structure(), 64), 2 * kThreadGrain) << "too little work to run 2 threads";
+  const Dense<TA> B = random_dense<TA>(this->rng, 120, 64);
+  const Dense<TA> Bt = random_dense<TA>(this->rng, 128, 64);
+  const Dense<TY> C = random_dense<TY>(this->rng, 128, 64);
+  const Dense<TY> Ct = random_dense<TY>(this->rng, 120, 64);
   Dense<TY> want = C, want_t = Ct;
   spmm(alpha, A, B.view(), beta, want.view());
   spmm_transposed(alpha, A, Bt.view(), beta, want_t.view());
@@ -195,6 +212,7 @@ TYPED_TEST(DeterminismSampled, BsrAndCsr) {
   for (const DeterminismCase& c : cases()) {
     SCOPED_TRACE(c.name);
     const BsrMatrix<T> initial = random_bsr<T>(this->rng, c.rows, c.cols, c.b, c.pattern);
+    ASSERT_GE(block_work(initial.structure(), c.width), 3 * kThreadGrain) << "too little work to run 3 threads";
     const Dense<T> X = random_dense<T>(this->rng, c.rows, c.width);
     const Dense<T> Y = random_dense<T>(this->rng, c.cols, c.width);
     {
@@ -208,6 +226,7 @@ TYPED_TEST(DeterminismSampled, BsrAndCsr) {
     {
       SCOPED_TRACE("csr");
       const CsrMatrix<T> csr = csr_from_dense<T>(dense_of(initial));
+      ASSERT_GE(static_cast<double>(csr.nnz() * c.width), 3 * kThreadGrain) << "too little work to run 3 threads";
       expect_thread_independent([&] {
         CsrMatrix<T> out = csr;
         sampled_matmul(alpha, X.view(), Y.view(), beta, out);

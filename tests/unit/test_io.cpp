@@ -526,7 +526,7 @@ TEST_P(MatrixMarketRoundTrip, WriteThenReadGivesTheSameMatrix) {
   const MmWriteOptions options{format, field, symmetry};
   std::vector<std::pair<index_t, index_t>> shapes{{0, 0}, {1, 1}, {12, 12}, {40, 40}};
   if (symmetry == MmSymmetry::general) shapes.insert(shapes.end(), {{7, 5}, {3, 0}, {1, 9}});
-  for (const auto [rows, cols] : shapes) {
+  for (const auto& [rows, cols] : shapes) {
     SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
     const CooMatrix<double> A = random_matrix(rows, cols, field, symmetry);
     if (!allowed(GetParam())) {

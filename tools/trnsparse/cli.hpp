@@ -38,6 +38,9 @@ struct Subcommand {
 Subcommand add_info(CLI::App& app);
 Subcommand add_convert(CLI::App& app);
 Subcommand add_demo(CLI::App& app);
+#ifdef TRNSPARSE_WITH_BENCH
+Subcommand add_bench(CLI::App& app);
+#endif
 
 /// "coordinate real symmetric": the banner words of a Matrix Market header.
 inline std::string banner_words(const MmHeader& h) {

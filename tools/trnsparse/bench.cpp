@@ -1,0 +1,96 @@
+/// @file bench.cpp
+/// `trnsparse bench --section bsr|csr|spmv [--size N,..] [--widths K,..]
+/// [--densities D,..] [--dtype fp32|fp64|bf16] [--block-size B] [--reps R]
+/// [--threads T] [--poisson N] [--matrix FILE]... [--json]`: trnsparse next to its
+/// baselines (OpenBLAS, Eigen, the reference kernels, STREAM, the FMA peak) on the same
+/// data in the same run. Rows are printed as they are measured.
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "cli.hpp"
+
+namespace trnsparse::cli {
+namespace {
+
+/// `/proc/self/exe`: the benchmark reruns itself for the OpenBLAS child baseline.
+std::string self_path() {
+  std::array<char, 4096> path{};
+  const ssize_t n = readlink("/proc/self/exe", path.data(), path.size() - 1);
+  return n > 0 ? std::string(path.data(), static_cast<std::size_t>(n)) : std::string();
+}
+
+/// Idle OpenMP workers spin by default, and so do OpenBLAS's threads: on a machine with
+/// few cores, the spinning team of one library steals the cores of the next one timed.
+/// The benchmark therefore runs with OMP_WAIT_POLICY=passive, re-executing itself with
+/// it set when the caller did not choose a policy. Returns only when nothing was done.
+void ensure_passive_wait_policy(const std::string& self) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || self.empty()) return;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (std::size_t at = 0; at < all.size();) {
+    const std::size_t end = all.find('\0', at);
+    args.push_back(all.substr(at, end - at));
+    at = end == std::string::npos ? all.size() : end + 1;
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  std::fflush(stdout);
+  execv(self.c_str(), argv.data());  // returns only on failure: then measure as we are
+}
+
+/// A row as JSON (one object) or as `key=value` pairs for people.
+void print_row(const bench::Row& row, bool json) {
+  std::string line;
+  for (const auto& [key, value] : row) {
+    if (json) line += (line.empty() ? "{" : ",") + std::string("\"") + key + "\":" + value;
+    else line += (line.empty() ? "" : "  ") + key + "=" + value;
+  }
+  print_line(json ? line + "}" : line);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+Subcommand add_bench(CLI::App& app) {
+  auto options = std::make_shared<bench::Options>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("bench", "Benchmark trnsparse against OpenBLAS, Eigen and its reference kernels");
+  cmd->add_option("--section", options->section, "bsr (block-sparse SpMM), csr (CSR SpMM) or spmv")
+      ->check(CLI::IsMember({"bsr", "csr", "spmv", "dense-child"}));
+  cmd->add_option("--size", options->sizes, "Matrix sizes n (n x n)")->delimiter(',');
+  cmd->add_option("--widths", options->widths, "Columns of the dense operand")->delimiter(',');
+  cmd->add_option("--densities", options->densities, "Block densities (bsr) or element densities (csr)")
+      ->delimiter(',');
+  cmd->add_option("--dtype", options->dtype, "fp32, fp64 or bf16")->check(CLI::IsMember({"fp32", "fp64", "bf16"}));
+  cmd->add_option("--block-size", options->block_size, "BSR block size")->check(CLI::PositiveNumber);
+  cmd->add_option("--reps", options->reps, "Timed repetitions (the median is reported)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", options->threads, "Threads (default: TRNSPARSE_NUM_THREADS or all)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--poisson", options->poisson_n, "spmv: edge of the 3D Poisson grid")->check(CLI::PositiveNumber);
+  cmd->add_option("--matrix", options->matrices, "spmv: Matrix Market files to add")->check(CLI::ExistingFile);
+  add_json_flag(*cmd, *json);
+  return {cmd, [options, json] {
+            const bench::Emit emit = [json](const bench::Row& row) { print_row(row, *json); };
+            if (options->section == "dense-child") {
+              bench::run_dense_child(options->sizes.front(), options->widths.front(), options->dtype, options->reps,
+                                     options->threads > 0 ? options->threads : 1, emit);
+              return;
+            }
+            options->self = self_path();
+            ensure_passive_wait_policy(options->self);
+            bench::run(*options, emit);
+          }};
+}
+
+}  // namespace trnsparse::cli
