@@ -41,7 +41,7 @@ std::string_view to_string(Isa isa) noexcept;
 /// Threads kernels use: `TRNSPARSE_NUM_THREADS` if set, else OpenMP's maximum.
 /// @throw InvalidArgument (on first use) for a malformed `TRNSPARSE_NUM_THREADS`.
 int num_threads();
-/// Uses `n` threads from now on. @throw InvalidArgument for n < 1.
+/// Uses `n` threads from now on. @throw InvalidArgument unless 1 <= n <= 4096.
 void set_num_threads(int n);
 
 }  // namespace trnsparse

@@ -24,6 +24,7 @@ void BsrPlan::spmm(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std:
                    acc_t<TA> beta, DenseView<TY> C) const {
   check_structure(*this, A, "spmm");
   detail::check_spmm("spmm", A.rows(), A.cols(), B, C);
+  detail::check_no_alias(A.blocks().data(), A.blocks().size_bytes(), C.data, detail::span_bytes(C), "spmm", "A", "C");
   const BsrStructure& s = *structure_;
   if (C.rows == 0 || C.cols == 0) return;
   const cpu::BsrProduct<TA, TY> prod{s.block_size(), s.rows(), s.cols(), s.block_cols(), B.cols,
@@ -37,6 +38,8 @@ void BsrPlan::spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView
                               acc_t<TA> beta, DenseView<TY> C) const {
   check_structure(*this, A, "spmm_transposed");
   detail::check_spmm("spmm_transposed", A.cols(), A.rows(), B, C, "A.cols()", "A.rows()");
+  detail::check_no_alias(A.blocks().data(), A.blocks().size_bytes(), C.data, detail::span_bytes(C), "spmm_transposed",
+                         "A", "C");
   const BsrStructure& s = *structure_;
   if (C.rows == 0 || C.cols == 0) return;
   const BscView& t = transposed();

@@ -23,6 +23,8 @@ using detail::check_spmv;
 template <Value TA, class TY>
 void csr_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, const TA* B, index_t ldb, index_t k, acc_t<TA> beta, TY* C,
                  index_t ldc) {
+  detail::check_no_alias(A.values().data(), A.values().size_bytes(), C, detail::span_bytes(DenseView<TY>(C, A.rows(), k, ldc)),
+                         "spmm", "A", "C");
   if constexpr (std::is_same_v<TA, TY> && !std::is_same_v<TA, bf16>) {
     const kernels::cpu::CsrProduct<TA> prod{k, A.row_ptr().data(), A.col_indices().data(), A.values().data(),
                                             alpha, beta, B, ldb, C, ldc};

@@ -12,6 +12,8 @@ namespace trnsparse {
 
 namespace {
 
+constexpr int kMaxThreads = 4096;
+
 CpuFeatures detect() noexcept {
   // __builtin_cpu_supports checks CPUID and that the OS saves the wider registers.
   __builtin_cpu_init();
@@ -46,8 +48,8 @@ int threads_from_env() {
   if (!env || !*env) return omp_get_max_threads();
   char* end = nullptr;
   const long n = std::strtol(env, &end, 10);
-  if (*end != '\0' || n < 1 || n > 4096)
-    throw InvalidArgument(detail::concat("TRNSPARSE_NUM_THREADS=", env, ": expected an integer in [1, 4096]"));
+  if (*end != '\0' || n < 1 || n > kMaxThreads)
+    throw InvalidArgument(detail::concat("TRNSPARSE_NUM_THREADS=", env, ": expected an integer in [1, ", kMaxThreads, "]"));
   return static_cast<int>(n);
 }
 
@@ -104,7 +106,8 @@ void set_isa(Isa isa) {
 int num_threads() { return chosen(g_threads, threads_from_env); }
 
 void set_num_threads(int n) {
-  if (n < 1) throw InvalidArgument(detail::concat("set_num_threads: n = ", n, " must be >= 1"));
+  if (n < 1 || n > kMaxThreads)
+    throw InvalidArgument(detail::concat("set_num_threads: n = ", n, " must be in [1, ", kMaxThreads, "]"));
   g_threads.store(n, std::memory_order_release);
 }
 
