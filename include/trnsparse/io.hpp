@@ -67,7 +67,8 @@ struct MmWriteOptions {
 /// lower for skew-symmetric, whose diagonal is zero); `pattern` writes positions
 /// only and needs a symmetric pattern (not values) for `symmetric`. The file is
 /// written to a temporary beside `path` and renamed over it, so a failure never
-/// leaves a partial file. O(nnz log nnz) for coordinate, O(rows * cols) for array.
+/// leaves a partial file. O(nnz log nnz) time for coordinate (O(nnz) when A is
+/// already canonical), plus O(rows * cols) for array; memory O(nnz) whatever the shape.
 /// @throw IoError naming the path; InvalidArgument when A does not fit the options
 /// (not symmetric / skew-symmetric, non-integer value for `integer`, `pattern` with
 /// `array` or `skew_symmetric`, precision < 1), before anything is written.

@@ -127,7 +127,7 @@ template <Value T>
 CsrMatrix<T> to_csr(const CooMatrix<T>& A) {
   // Counting sort by row keeps input order within a row; the canonicalising
   // constructor then sorts each row and sums duplicates in that order.
-  std::vector<index_t> ptr(static_cast<std::size_t>(A.rows()) + 1, 0);
+  std::vector<index_t> ptr = detail::make_vector<index_t>(detail::checked_add(A.rows(), 1, "to_csr: rows + 1"), "to_csr: row_ptr");
   for (index_t i : A.row_indices()) ++ptr[i + 1];
   for (index_t i = 0; i < A.rows(); ++i) ptr[i + 1] += ptr[i];
   std::vector<index_t> next(ptr.begin(), ptr.end() - 1), idx(static_cast<std::size_t>(A.nnz()));
@@ -215,7 +215,7 @@ template <class MoveChunk>
 static std::vector<index_t> transpose_pattern(index_t n_rows, index_t n_cols, std::span<const index_t> ptr,
                                               std::span<const index_t> idx, std::vector<index_t>& out_idx,
                                               MoveChunk&& move_chunk) {
-  std::vector<index_t> out_ptr(static_cast<std::size_t>(n_cols) + 1, 0);
+  std::vector<index_t> out_ptr = detail::make_vector<index_t>(detail::checked_add(n_cols, 1, "transpose: cols + 1"), "transpose: row_ptr");
   for (index_t j : idx) ++out_ptr[j + 1];
   for (index_t j = 0; j < n_cols; ++j) out_ptr[j + 1] += out_ptr[j];
   std::vector<index_t> next(out_ptr.begin(), out_ptr.end() - 1);
