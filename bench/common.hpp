@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "runtime/rng.hpp"
 
 namespace trnsparse::bench {
 
@@ -46,18 +47,7 @@ inline std::string str(std::string_view s) {
   return out + "\"";
 }
 
-/// SplitMix64: the same numbers on every platform.
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  /// Uniform in [-1, 1).
-  double symmetric() noexcept { return 2.0 * uniform() - 1.0; }
-};
+/// The library's portable generator: the same numbers on every platform.
+using Rng = detail::SplitMix64;
 
 }  // namespace trnsparse::bench

@@ -1,27 +1,10 @@
 #include "trnsparse/generators.hpp"
 
 #include "runtime/checks.hpp"
+#include "runtime/rng.hpp"
 #include "runtime/value.hpp"
 
 namespace trnsparse {
-
-namespace {
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny generator with the same output on
-/// every platform, unlike the distributions of <random>.
-struct SplitMix64 {
-  std::uint64_t state;
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [0, 1) with 53 random bits.
-  double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-};
-
-}  // namespace
 
 template <Value T>
 CsrMatrix<T> poisson3d(index_t n) {
@@ -62,14 +45,14 @@ CsrMatrix<T> random_csr(index_t rows, index_t cols, double density, std::uint64_
   detail::check_nonnegative(cols, "random_csr: cols");
   if (!(density >= 0.0 && density <= 1.0))
     throw InvalidArgument(detail::concat("random_csr: density = ", density, " must be in [0, 1]"));
-  SplitMix64 rng{seed};
+  detail::SplitMix64 rng{seed};
   std::vector<index_t> ptr(static_cast<std::size_t>(rows) + 1, 0), idx;
   std::vector<T> vals;
   for (index_t i = 0; i < rows; ++i) {
     for (index_t j = 0; j < cols; ++j)
       if (rng.uniform() < density) {
         idx.push_back(j);
-        vals.push_back(detail::value_cast<T>(2.0 * rng.uniform() - 1.0));
+        vals.push_back(detail::value_cast<T>(rng.symmetric()));
       }
     ptr[i + 1] = static_cast<index_t>(idx.size());
   }
