@@ -69,30 +69,6 @@ void for_each_isa(F&& f) {
 
 // ---- values ---------------------------------------------------------------------------------
 
-template <Value T>
-T quiet_nan() {
-  return static_cast<T>(std::numeric_limits<double>::quiet_NaN());
-}
-
-/// Written beyond the logical columns of an output to detect stray writes; exact in every type.
-template <Value T>
-T sentinel_value() {
-  return static_cast<T>(1024.0);
-}
-
-template <Value T>
-Dense<T> filled(index_t rows, index_t cols, T value) {
-  Dense<T> d(rows, cols);
-  std::ranges::fill(d.values(), value);
-  return d;
-}
-
-/// The initial output of y = alpha A x + beta y: random, or NaN when beta == 0 (it must
-/// then be written without being read).
-template <Value T>
-Dense<T> initial_output(Rng& rng, index_t rows, index_t cols, double beta) {
-  return beta == 0.0 ? filled<T>(rows, cols, quiet_nan<T>()) : random_dense<T>(rng, rows, cols);
-}
 
 /// Byte-for-byte equality of two owning matrices (for the determinism checks).
 template <class T>

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -353,6 +354,31 @@ Dense<T> random_dense(Rng& rng, const MatrixSpec& spec) {
   if (spec.dense_row >= 0)
     for (index_t j = 0; j < spec.cols; ++j) a(spec.dense_row, j) = random_value<T>(rng);
   return a;
+}
+
+template <Value T>
+T quiet_nan() {
+  return static_cast<T>(std::numeric_limits<double>::quiet_NaN());
+}
+
+/// Written beyond the logical columns of an output to detect stray writes; exact in every type.
+template <Value T>
+T sentinel_value() {
+  return static_cast<T>(1024.0);
+}
+
+template <Value T>
+Dense<T> filled(index_t rows, index_t cols, T value) {
+  Dense<T> d(rows, cols);
+  std::ranges::fill(d.values(), value);
+  return d;
+}
+
+/// The initial output of y = alpha A x + beta y: random, or NaN when beta == 0 (it must
+/// then be written without being read).
+template <Value T>
+Dense<T> initial_output(Rng& rng, index_t rows, index_t cols, double beta) {
+  return beta == 0.0 ? filled<T>(rows, cols, quiet_nan<T>()) : random_dense<T>(rng, rows, cols);
 }
 
 /// A rows x cols view with leading dimension `ld` over storage whose elements beyond

@@ -24,29 +24,6 @@ const double scalars[] = {0.0, 1.0, -2.5};
 const index_t operand_columns[] = {0, 1, 3, 17};
 const index_t product_block_sizes[] = {1, 3, 16, 128};
 
-template <Value T>
-T nan_value() {
-  return static_cast<T>(std::numeric_limits<double>::quiet_NaN());
-}
-
-/// Written beyond the logical columns of C to detect stray writes; exact in every type.
-template <Value T>
-T sentinel() {
-  return static_cast<T>(1024.0);
-}
-
-template <Value T>
-Dense<T> filled(index_t rows, index_t cols, T value) {
-  Dense<T> d(rows, cols);
-  std::ranges::fill(d.values(), value);
-  return d;
-}
-
-/// The initial y or C: random, or NaN when beta == 0 (it must then not be read).
-template <Value T>
-Dense<T> initial_output(Rng& rng, index_t rows, index_t cols, double beta) {
-  return beta == 0.0 ? filled<T>(rows, cols, nan_value<T>()) : random_dense<T>(rng, rows, cols);
-}
 
 /// y = alpha A x + beta y against the reference, with `a` the widened dense twin of A.
 template <Value TA, Value TY, class Matrix>
@@ -66,11 +43,11 @@ void check_spmm(Rng& rng, const Matrix& A, const Dense<double>& a, index_t k, do
   SCOPED_TRACE(::testing::Message() << "k = " << k << ", alpha = " << alpha << ", beta = " << beta);
   const Dense<TA> b = random_dense<TA>(rng, a.cols(), k);
   const Dense<TY> c = initial_output<TY>(rng, a.rows(), k, beta);
-  const StridedDense<TA> B(b, k + 3, nan_value<TA>());
-  StridedDense<TY> C(c, k + 2, sentinel<TY>());
+  const StridedDense<TA> B(b, k + 3, quiet_nan<TA>());
+  StridedDense<TY> C(c, k + 2, sentinel_value<TY>());
   spmm(static_cast<acc_t<TA>>(alpha), A, B.view(), static_cast<acc_t<TA>>(beta), C.view());
   EXPECT_TRUE(near_reference<TA>(C.view(), reference_gemm(alpha, a, widen<TA>(b), beta, widen<TY>(c))));
-  EXPECT_TRUE(C.padding_holds(sentinel<TY>())) << "C was written beyond its columns";
+  EXPECT_TRUE(C.padding_holds(sentinel_value<TY>())) << "C was written beyond its columns";
 }
 
 // ---- products over every (operand, output) type pair --------------------------------------
@@ -249,7 +226,7 @@ TYPED_TEST(Algebra, BsrSpmmReturnsTheProduct) {
       SCOPED_TRACE(::testing::Message() << spec.name << ", block size " << b << ", k = " << k);
       const BsrMatrix<T> A = bsr_from_dense<T>(a, b, this->rng, 0.25);
       const Dense<T> x = random_dense<T>(this->rng, spec.cols, k);
-      const Dense<T> got = bsr_spmm(A, StridedDense<T>(x, k + 1, nan_value<T>()).view());
+      const Dense<T> got = bsr_spmm(A, StridedDense<T>(x, k + 1, quiet_nan<T>()).view());
       EXPECT_TRUE(near_reference<T>(got.view(), reference_gemm(1.0, widen<T>(a), widen<T>(x), 0.0, {})));
     }
   }
