@@ -8,12 +8,23 @@
 ///     trnsparse::CsrMatrix<float> A(2, 3, {0, 2, 3}, {0, 2, 2}, {1.f, 2.f, 3.f});
 #pragma once
 
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "trnsparse/types.hpp"
 
 namespace trnsparse {
+
+template <Value T>
+class CsrMatrix;
+
+namespace detail {
+class CsrAnalyses;
+/// Internal: the analyses of A's structure (src/plan/csr_analysis.hpp).
+template <Value T>
+CsrAnalyses& analyses(const CsrMatrix<T>& A) noexcept;
+}  // namespace detail
 
 template <Value T>
 class CsrMatrix {
@@ -38,11 +49,18 @@ public:
   [[nodiscard]] std::span<T> values() noexcept { return values_; }
 
 private:
+  template <Value U>
+  friend detail::CsrAnalyses& detail::analyses(const CsrMatrix<U>& A) noexcept;
+
   index_t rows_;
   index_t cols_;
   std::vector<index_t> row_ptr_;
   std::vector<index_t> col_idx_;
   std::vector<T> values_;
+  // What is computed once per structure and reused by every call (the chunks of the
+  // symmetric product, the transposed pattern), built on first use. Copies share it:
+  // their structure is the same, and the structure never changes.
+  std::shared_ptr<detail::CsrAnalyses> analyses_;
 };
 
 extern template class CsrMatrix<float>;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "plan/pattern.hpp"
 #include "runtime/checks.hpp"
 #include "runtime/value.hpp"
 
@@ -209,49 +210,28 @@ CsrMatrix<T> to_csr(const BsrMatrix<T>& A) {
 
 // ---- transpose, identity, cast -----------------------------------------------------------
 
-/// Transposes compressed rows by counting sort on the index; entries own `chunk` values
-/// that `move_chunk(src_entry, dst_entry)` copies (transposing a block for BSR).
-template <class MoveChunk>
-static std::vector<index_t> transpose_pattern(index_t n_rows, index_t n_cols, std::span<const index_t> ptr,
-                                              std::span<const index_t> idx, std::vector<index_t>& out_idx,
-                                              MoveChunk&& move_chunk) {
-  std::vector<index_t> out_ptr = detail::make_vector<index_t>(detail::checked_add(n_cols, 1, "transpose: cols + 1"), "transpose: row_ptr");
-  for (index_t j : idx) ++out_ptr[j + 1];
-  for (index_t j = 0; j < n_cols; ++j) out_ptr[j + 1] += out_ptr[j];
-  std::vector<index_t> next(out_ptr.begin(), out_ptr.end() - 1);
-  out_idx.assign(idx.size(), 0);
-  for (index_t i = 0; i < n_rows; ++i)
-    for (index_t p = ptr[i]; p < ptr[i + 1]; ++p) {
-      const index_t q = next[idx[p]]++;
-      out_idx[q] = i;
-      move_chunk(p, q);
-    }
-  return out_ptr;
-}
-
 template <Value T>
 CsrMatrix<T> transpose(const CsrMatrix<T>& A) {
-  std::vector<index_t> idx;
-  std::vector<T> vals(static_cast<std::size_t>(A.nnz()));
-  auto ptr = transpose_pattern(A.rows(), A.cols(), A.row_ptr(), A.col_indices(), idx,
-                               [&](index_t p, index_t q) { vals[q] = A.values()[p]; });
-  return CsrMatrix<T>(A.cols(), A.rows(), std::move(ptr), std::move(idx), std::move(vals));
+  BscView t = detail::transposed_pattern(A.rows(), A.cols(), A.row_ptr(), A.col_indices());
+  std::vector<T> vals = detail::make_vector<T>(A.nnz(), "transpose: values");
+  for (std::size_t q = 0; q < vals.size(); ++q) vals[q] = A.values()[t.perm[q]];
+  return CsrMatrix<T>(A.cols(), A.rows(), std::move(t.col_ptr), std::move(t.row_idx), std::move(vals));
 }
 
 template <Value T>
 BsrMatrix<T> transpose(const BsrMatrix<T>& A) {
   const BsrStructure& s = A.structure();
   const index_t b = s.block_size();
-  std::vector<index_t> idx;
+  BscView t = detail::transposed_pattern(s.block_rows(), s.block_cols(), s.block_row_ptr(), s.block_col_indices());
   std::vector<T> vals(A.blocks().size());
-  auto ptr = transpose_pattern(s.block_rows(), s.block_cols(), s.block_row_ptr(), s.block_col_indices(), idx,
-                               [&](index_t p, index_t q) {
-                                 const T* src = A.blocks().data() + p * b * b;
-                                 T* dst = vals.data() + q * b * b;
-                                 for (index_t r = 0; r < b; ++r)
-                                   for (index_t c = 0; c < b; ++c) dst[c * b + r] = src[r * b + c];
-                               });
-  return BsrMatrix<T>(BsrStructure::make(A.cols(), A.rows(), b, std::move(ptr), std::move(idx)), std::move(vals));
+  for (std::size_t q = 0; q < t.perm.size(); ++q) {
+    const T* src = A.blocks().data() + t.perm[q] * b * b;
+    T* dst = vals.data() + static_cast<index_t>(q) * b * b;
+    for (index_t r = 0; r < b; ++r)
+      for (index_t c = 0; c < b; ++c) dst[c * b + r] = src[r * b + c];
+  }
+  return BsrMatrix<T>(BsrStructure::make(A.cols(), A.rows(), b, std::move(t.col_ptr), std::move(t.row_idx)),
+                      std::move(vals));
 }
 
 template <Value T>

@@ -69,13 +69,6 @@ void spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const st
   plan(A)->spmm_transposed(alpha, A, B, beta, C);
 }
 
-template <Value TA, class TY> requires OutputFor<TA, TY>
-void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
-                     acc_t<TA> beta, DenseView<TY> C) {
-  detail::check_spmm("spmm_transposed", A.cols(), A.rows(), B, C, "A.cols()", "A.rows()");
-  spmm(alpha, transpose(A), B, beta, C);  // O(nnz) to form Aᵀ, then the row-split product
-}
-
 template <Value T>
 SpmmGradients<BsrMatrix<T>, T> spmm_backward(acc_t<T> alpha, const BsrMatrix<T>& A,
                                              DenseView<const std::type_identity_t<T>> B,
@@ -112,8 +105,6 @@ TRNSPARSE_INSTANTIATE_T(bf16)
 
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                                            \
   template void spmm_transposed<TA, TY>(acc_t<TA>, const BsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>,        \
-                                        DenseView<TY>);                                                        \
-  template void spmm_transposed<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>,        \
                                         DenseView<TY>);
 TRNSPARSE_INSTANTIATE(float, float)
 TRNSPARSE_INSTANTIATE(double, double)

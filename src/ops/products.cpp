@@ -3,10 +3,13 @@
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
+#include "kernels/cpu/symmetric.hpp"
 #include "kernels/reference/products.hpp"
 #include "ops/run.hpp"
+#include "plan/csr_analysis.hpp"
 #include "plan/split.hpp"
 #include "runtime/checks.hpp"
+#include "runtime/workspace.hpp"
 #include "trnsparse/plan.hpp"
 #include "trnsparse/ops.hpp"
 
@@ -18,24 +21,30 @@ namespace ref = kernels::reference;
 using detail::check_spmm;
 using detail::check_spmv;
 
-/// C = alpha * A * B + beta * C for CSR A: float and double run the ISA's kernels on
-/// row ranges balanced by non-zeros; bf16 runs the reference kernel.
+/// C = alpha * A * B + beta * C for the CSR arrays of an m-row A: float and double run
+/// the ISA's kernels on row ranges balanced by non-zeros; bf16 runs the reference kernel.
 template <Value TA, class TY>
-void csr_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, const TA* B, index_t ldb, index_t k, acc_t<TA> beta, TY* C,
+void csr_product(acc_t<TA> alpha, index_t m, std::span<const index_t> ptr, const index_t* idx,
+                 std::span<const TA> values, const TA* B, index_t ldb, index_t k, acc_t<TA> beta, TY* C,
                  index_t ldc) {
-  detail::check_no_alias(A.values().data(), A.values().size_bytes(), C, detail::span_bytes(DenseView<TY>(C, A.rows(), k, ldc)),
+  detail::check_no_alias(values.data(), values.size_bytes(), C, detail::span_bytes(DenseView<TY>(C, m, k, ldc)),
                          "spmm", "A", "C");
   if constexpr (std::is_same_v<TA, TY> && !std::is_same_v<TA, bf16>) {
-    const kernels::cpu::CsrProduct<TA> prod{k, A.row_ptr().data(), A.col_indices().data(), A.values().data(),
-                                            alpha, beta, B, ldb, C, ldc};
+    const kernels::cpu::CsrProduct<TA> prod{k, ptr.data(), idx, values.data(), alpha, beta, B, ldb, C, ldc};
     const auto& kernel = dispatch::csr_kernels<TA>();
-    const auto split = detail::balanced_split(A.row_ptr(), detail::parts_for(A.rows(), static_cast<double>(A.nnz()) * static_cast<double>(k)));
+    const auto split =
+        detail::balanced_split(ptr, detail::parts_for(m, static_cast<double>(values.size()) * static_cast<double>(k)));
     detail::parallel_parts(static_cast<int>(split.size()) - 1,
                            [&](int t) { kernel.spmm(prod, split[t], split[t + 1]); });
   } else {
-    ref::csr_spmm(A.rows(), k, A.row_ptr().data(), A.col_indices().data(), A.values().data(), alpha, B, ldb, beta, C,
-                  ldc);
+    ref::csr_spmm(m, k, ptr.data(), idx, values.data(), alpha, B, ldb, beta, C, ldc);
   }
+}
+
+template <Value TA, class TY>
+void csr_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, const TA* B, index_t ldb, index_t k, acc_t<TA> beta, TY* C,
+                 index_t ldc) {
+  csr_product(alpha, A.rows(), A.row_ptr(), A.col_indices().data(), A.values(), B, ldb, k, beta, C, ldc);
 }
 
 }  // namespace
@@ -75,6 +84,21 @@ Dense<TA> bsr_spmm(const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<
   return C;
 }
 
+/// Aᵀ B as the product of the cached transposed pattern with A's values gathered into
+/// its order: O(nnz) per call, no structure built.
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
+                     acc_t<TA> beta, DenseView<TY> C) {
+  check_spmm("spmm_transposed", A.cols(), A.rows(), B, C, "A.cols()", "A.rows()");
+  detail::check_no_alias(A.values().data(), A.values().size_bytes(), C.data, detail::span_bytes(C), "spmm_transposed",
+                         "A", "C");
+  const BscView& t = detail::analyses(A).transposed(A.rows(), A.cols(), A.row_ptr(), A.col_indices());
+  TA* values = reinterpret_cast<TA*>(detail::thread_workspace(sizeof(TA) * static_cast<std::size_t>(A.nnz())));
+  for (std::size_t q = 0; q < t.perm.size(); ++q) values[q] = A.values()[t.perm[q]];
+  csr_product(alpha, A.cols(), std::span<const index_t>(t.col_ptr), t.row_idx.data(),
+              std::span<const TA>(values, t.perm.size()), B.data, B.ld, B.cols, beta, C.data, C.ld);
+}
+
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x,
                     acc_t<TA> beta, std::span<TY> y) {
@@ -83,15 +107,27 @@ void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std:
   check_spmv("spmv_symmetric", A.rows(), A.cols(), x, y);
   const auto ptr = A.row_ptr();
   const auto col = A.col_indices();
-  for (index_t i = 0; i < A.rows(); ++i)
-    for (index_t p = ptr[i]; p < ptr[i + 1]; ++p)
-      if (uplo == Triangle::upper ? col[p] < i : col[p] > i)
-        throw IndexError(detail::concat("spmv_symmetric: A has an entry at (", i, ", ", col[p], "), col_idx[", p,
-                                        "], outside the ", uplo == Triangle::upper ? "upper" : "lower",
-                                        " triangle it claims to store"));
-  std::vector<acc_t<TA>> work = detail::make_vector<acc_t<TA>>(A.rows(), "spmv_symmetric: workspace");
-  ref::csr_spmv_symmetric(A.rows(), ptr.data(), col.data(), A.values().data(), alpha, x.data(), beta, y.data(),
-                          work.data());
+  const detail::SymmetricChunks& s = detail::analyses(A).symmetric(A.rows(), ptr, col, uplo);
+  if (s.bad_row >= 0)
+    throw IndexError(detail::concat("spmv_symmetric: A has an entry at (", s.bad_row, ", ", s.bad_col, "), col_idx[",
+                                    s.bad_pos, "], outside the ", uplo == Triangle::upper ? "upper" : "lower",
+                                    " triangle it claims to store"));
+  using Acc = acc_t<TA>;
+  constexpr bool direct = std::is_same_v<TY, Acc>;  // accumulate in y itself
+  const index_t chunks = s.chunks();
+  const int parts = detail::parts_for(chunks, static_cast<double>(A.nnz()));
+  const std::size_t window_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.window_total()));
+  const std::size_t out_bytes = direct ? 0 : detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(A.rows()));
+  const std::size_t local_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.max_rows));
+  std::byte* mem = detail::thread_workspace(window_bytes + out_bytes + static_cast<std::size_t>(parts) * local_bytes);
+  Acc* out = direct ? reinterpret_cast<Acc*>(y.data()) : reinterpret_cast<Acc*>(mem + window_bytes);
+  const kernels::cpu::SymmetricProduct<TA, TY> prod{ptr.data(), col.data(), A.values().data(), uplo == Triangle::upper,
+                                                    alpha, beta, x.data(), y.data(), out, reinterpret_cast<Acc*>(mem)};
+  std::byte* locals = mem + window_bytes + out_bytes;
+  // Chunks go to threads in any order: each chunk's result is the same wherever it runs.
+  detail::parallel_phases(parts, chunks,
+                          [&](int t, index_t c) { kernels::cpu::symmetric_local(prod, s, c, reinterpret_cast<Acc*>(locals + t * local_bytes)); },
+                          [&](int, index_t c) { kernels::cpu::symmetric_combine(prod, s, c); });
 }
 
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                                              \
@@ -100,7 +136,9 @@ void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std:
   template void spmm<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>, DenseView<TY>);    \
   template void spmm<TA, TY>(acc_t<TA>, const BsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>, DenseView<TY>);    \
   template void spmv_symmetric<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, Triangle, std::span<const TA>, acc_t<TA>, \
-                                       std::span<TY>);
+                                       std::span<TY>);                                                          \
+  template void spmm_transposed<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>,        \
+                                        DenseView<TY>);
 TRNSPARSE_INSTANTIATE(float, float)
 TRNSPARSE_INSTANTIATE(double, double)
 TRNSPARSE_INSTANTIATE(bf16, float)

@@ -42,6 +42,27 @@ void parallel_parts(int parts, F&& f) {
   for (int t = omp_get_thread_num(); t < parts; t += omp_get_num_threads()) f(t);
 }
 
+/// Runs first(t, u) for every unit u in [0, units), then, once all are done, second(t, u)
+/// for every unit, on up to `parts` threads; t in [0, parts) names the running thread's
+/// scratch. Units go to threads dynamically, so a unit's result must not depend on the
+/// thread that runs it (its scratch is private and reset by the unit).
+template <class F, class G>
+void parallel_phases(int parts, index_t units, F&& first, G&& second) {
+  if (parts == 1) {
+    for (index_t u = 0; u < units; ++u) first(0, u);
+    for (index_t u = 0; u < units; ++u) second(0, u);
+    return;
+  }
+#pragma omp parallel num_threads(parts)
+  {
+    const int t = omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+    for (index_t u = 0; u < units; ++u) first(t, u);
+#pragma omp for schedule(dynamic, 1)
+    for (index_t u = 0; u < units; ++u) second(t, u);
+  }
+}
+
 /// Runs a kernel table with the BsrKernels shape (packed_bytes, workspace_bytes, pack,
 /// compute): part t packs an even share of the `pack_units` operand units, then, after
 /// a barrier, computes output units [split[t], split[t+1]) with its own workspace.

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <list>
-#include <numeric>
 #include <unordered_map>
 
+#include "plan/pattern.hpp"
 #include "plan/split.hpp"
 #include "runtime/checks.hpp"
 
@@ -32,22 +32,7 @@ std::span<const index_t> BsrPlan::col_split(int parts) const { return cached_spl
 const BscView& BsrPlan::transposed() const {
   std::call_once(transposed_once_, [this] {
     const BsrStructure& s = *structure_;
-    const auto ptr = s.block_row_ptr();
-    const auto col = s.block_col_indices();
-    BscView v;
-    v.col_ptr.assign(static_cast<std::size_t>(s.block_cols()) + 1, 0);
-    for (index_t j : col) ++v.col_ptr[j + 1];
-    std::partial_sum(v.col_ptr.begin(), v.col_ptr.end(), v.col_ptr.begin());
-    std::vector<index_t> next(v.col_ptr.begin(), v.col_ptr.end() - 1);
-    v.row_idx.resize(col.size());
-    v.perm.resize(col.size());
-    for (index_t bi = 0; bi < s.block_rows(); ++bi)
-      for (index_t k = ptr[bi]; k < ptr[bi + 1]; ++k) {
-        const index_t q = next[col[k]]++;
-        v.row_idx[q] = bi;
-        v.perm[q] = k;
-      }
-    transposed_ = std::move(v);
+    transposed_ = detail::transposed_pattern(s.block_rows(), s.block_cols(), s.block_row_ptr(), s.block_col_indices());
   });
   return transposed_;
 }

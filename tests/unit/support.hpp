@@ -454,6 +454,59 @@ inline Reference reference_add(double alpha, const Dense<double>& A, double beta
   return ref;
 }
 
+/// One triangle of a large banded symmetric matrix, built from arrays (no dense n x n):
+/// the diagonals at `offsets` (>= 0) from the main one and, when `arrow`, a full last
+/// column (upper) or row (lower), whose mirrored entries reach across the whole matrix.
+template <Value T>
+CsrMatrix<T> banded_triangle(Rng& rng, index_t n, std::initializer_list<index_t> offsets, bool arrow, Triangle uplo) {
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<T> vals;
+  for (index_t i = 0; i < n; ++i) {
+    std::set<index_t> cols;
+    for (const index_t d : offsets)
+      if (uplo == Triangle::upper ? i + d < n : i - d >= 0) cols.insert(uplo == Triangle::upper ? i + d : i - d);
+    if (arrow && uplo == Triangle::upper) cols.insert(n - 1);
+    if (arrow && uplo == Triangle::lower && i == n - 1)
+      for (index_t j = 0; j < n; ++j) cols.insert(j);
+    for (const index_t j : cols) {
+      idx.push_back(j);
+      vals.push_back(random_value<T>(rng));
+    }
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  return CsrMatrix<T>(n, n, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+/// alpha * S * x + beta * y in float64 for the symmetric S of which A stores one
+/// triangle, from the sparse entries (O(nnz)); `inner` is the longest row of S.
+template <Value T, class TY>
+Reference reference_symmetric(double alpha, const CsrMatrix<T>& A, const Dense<T>& x, double beta,
+                              const Dense<TY>& y) {
+  const index_t n = A.rows();
+  Reference ref{Dense<double>(n, 1), Dense<double>(n, 1), 0};
+  std::vector<index_t> row_length(static_cast<std::size_t>(n), 0);
+  const auto ptr = A.row_ptr();
+  for (index_t i = 0; i < n; ++i)
+    for (index_t p = ptr[i]; p < ptr[i + 1]; ++p) {
+      const index_t j = A.col_indices()[p];
+      const double a = to_double(A.values()[p]);
+      ref.value(i, 0) += a * to_double(x(j, 0));
+      ref.magnitude(i, 0) += std::fabs(a * to_double(x(j, 0)));
+      ++row_length[i];
+      if (j == i) continue;
+      ref.value(j, 0) += a * to_double(x(i, 0));
+      ref.magnitude(j, 0) += std::fabs(a * to_double(x(i, 0)));
+      ++row_length[j];
+    }
+  for (index_t i = 0; i < n; ++i) {
+    const double c = beta != 0.0 ? beta * to_double(y(i, 0)) : 0.0;
+    ref.value(i, 0) = alpha * ref.value(i, 0) + c;
+    ref.magnitude(i, 0) = std::fabs(alpha) * ref.magnitude(i, 0) + std::fabs(c);
+    ref.inner = std::max(ref.inner, row_length[i]);
+  }
+  return ref;
+}
+
 // ---- comparisons --------------------------------------------------------------------------
 
 /// Matches a callable that throws E (or a type derived from it) whose message contains

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernel_support.hpp"
+#include "plan/csr_analysis.hpp"
 #include "support.hpp"
 
 namespace trnsparse::test {
@@ -163,6 +164,27 @@ TYPED_TEST(DeterminismProducts, CsrSpmmAndSpmv) {
       return values_of_dense(out);
     });
   }
+}
+
+// The half-storage product runs over fixed chunks of rows; mirrored entries that leave
+// their chunk are summed in chunk order, whichever thread ran the chunk.
+TYPED_TEST(DeterminismProducts, SpmvSymmetric) {
+  using TA = typename TypeParam::TA;
+  using TY = typename TypeParam::TY;
+  for (const bool arrow : {false, true})
+    for (const Triangle uplo : {Triangle::upper, Triangle::lower}) {
+      SCOPED_TRACE(::testing::Message() << (arrow ? "arrow, " : "band, ") << (uplo == Triangle::upper ? "upper" : "lower"));
+      const CsrMatrix<TA> A = banded_triangle<TA>(this->rng, 50000, {0, 1, 7, 300, 4000}, arrow, uplo);
+      ASSERT_GE(static_cast<double>(A.nnz()), 3 * kThreadGrain) << "too little work to run 3 threads";
+      if (!arrow) ASSERT_GE(detail::symmetric_chunks(A.rows(), A.row_ptr(), A.col_indices(), uplo).chunks(), 3);
+      const Dense<TA> x = random_dense<TA>(this->rng, A.rows(), 1);
+      const Dense<TY> y = random_dense<TY>(this->rng, A.rows(), 1);
+      expect_thread_independent([&] {
+        Dense<TY> out = y;
+        spmv_symmetric(kAlpha<TA>, A, uplo, x.values(), kBeta<TA>, out.values());
+        return values_of_dense(out);
+      });
+    }
 }
 
 // Several application threads running products at once (each with its own OpenMP team,

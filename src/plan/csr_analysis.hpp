@@ -1,0 +1,54 @@
+// Internal: what is worth computing once per CSR structure and reusing for every call:
+// the fixed chunking of the symmetric half-storage product and the transposed pattern.
+// A CsrMatrix owns one CsrAnalyses (shared by its copies, whose structure is the same);
+// each analysis is built on first use, thread-safely.
+#pragma once
+
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "trnsparse/plan.hpp"
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::detail {
+
+/// The chunks of spmv_symmetric over n rows of one stored triangle. Chunk c owns rows
+/// [bounds[c], bounds[c+1]); its entries' mirrored contributions to rows outside the
+/// chunk land in its window, a dense range [win_lo[c], win_hi[c]) of rows stored at
+/// offset win_off[c] of one window buffer. The chunking depends on the structure only,
+/// so results are the same for any number of threads. `bad_row` >= 0 marks a structure
+/// with an entry (bad_row, bad_col) at position bad_pos outside the triangle.
+struct SymmetricChunks {
+  std::vector<index_t> bounds;
+  std::vector<index_t> win_lo, win_hi, win_off;
+  index_t max_rows = 0;
+  index_t bad_row = -1, bad_col = -1, bad_pos = -1;
+
+  [[nodiscard]] index_t chunks() const noexcept { return static_cast<index_t>(bounds.size()) - 1; }
+  [[nodiscard]] index_t window_total() const noexcept { return win_off.back(); }
+};
+
+/// Chunks of about kSymmetricChunkEntries stored entries, at most kMaxSymmetricChunks of
+/// them, and windows adding up to at most n rows (fewer chunks for structures with
+/// entries far from the diagonal).
+inline constexpr index_t kSymmetricChunkEntries = index_t{1} << 16;
+inline constexpr index_t kMaxSymmetricChunks = 64;
+
+/// Analyses one triangle of an n x n structure. O(nnz + n log chunks).
+SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,
+                                 Triangle uplo);
+
+class CsrAnalyses {
+public:
+  const SymmetricChunks& symmetric(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,
+                                   Triangle uplo);
+  const BscView& transposed(index_t rows, index_t cols, std::span<const index_t> ptr, std::span<const index_t> idx);
+
+private:
+  std::once_flag upper_once_, lower_once_, transposed_once_;
+  SymmetricChunks upper_, lower_;
+  BscView transposed_;
+};
+
+}  // namespace trnsparse::detail
