@@ -82,6 +82,25 @@ double sampled_rel_err(const Dense<double>& A, DenseView<const T> B, DenseView<c
   return worst;
 }
 
+/// max over up to 4096 sampled rows of |Y - A X| / (|A| |X|) for a CSR A, the reference
+/// in float64.
+template <class T>
+double csr_rel_err(const CsrMatrix<T>& A, DenseView<const T> X, DenseView<const T> Y) {
+  double worst = 0;
+  const index_t step = std::max<index_t>(1, A.rows() / 4096);
+  for (index_t i = 0; i < A.rows(); i += step)
+    for (index_t j = 0; j < X.cols; ++j) {
+      double ref = 0, mag = 0;
+      for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p) {
+        const double v = static_cast<double>(A.values()[p]) * static_cast<double>(X(A.col_indices()[p], j));
+        ref += v;
+        mag += std::fabs(v);
+      }
+      if (mag > 0) worst = std::max(worst, std::fabs(static_cast<double>(Y(i, j)) - ref) / mag);
+    }
+  return worst;
+}
+
 /// Runs the dense baseline in a child process with OPENBLAS_CORETYPE and
 /// OPENBLAS_L2_SIZE unset (OpenBLAS then picks its own kernel for this CPU). Returns
 /// the child's row (dense_ms, rel_err, corename), empty if the child failed.
@@ -222,6 +241,7 @@ void csr_section(const Options& o, int threads, const Emit& emit) {
         Dense<T> C(n, width), C_eigen(n, width);
         const double ms = median_ms(o.reps, [&] { spmm(T(1), A, B.view(), T(0), C.view()); });
         const double eigen = eigen_spmm_ms(A, B.view(), C_eigen.view(), o.reps, threads);
+        const double rel_err = csr_rel_err(A, B.view(), DenseView<const T>(C.view()));
         const double flops = 2.0 * static_cast<double>(A.nnz()) * width;
         Row row = header("csr", o, threads);
         row.insert(row.end(), {{"n", num(n)},
@@ -230,6 +250,7 @@ void csr_section(const Options& o, int threads, const Emit& emit) {
                                {"nnz", num(A.nnz())},
                                {"trnsparse_ms", num(ms)},
                                {"eigen_ms", num(eigen)},
+                               {"rel_err", num(rel_err)},
                                {"gflops", num(flops / ms / 1e6)},
                                {"speedup_vs_eigen", num(eigen / ms)}});
         emit(row);
@@ -247,17 +268,21 @@ double spmv_bytes(const CsrMatrix<T>& A) {
 template <class T>
 void spmv_row(const Options& o, int threads, double stream, const std::string& name, const CsrMatrix<T>& A,
               const Emit& emit) {
-  std::vector<T> x(static_cast<std::size_t>(A.cols()), T(1)), y(static_cast<std::size_t>(A.rows()));
+  const Dense<T> x_dense = random_dense<T>(A.cols(), 1, 6);
+  const std::span<const T> x = x_dense.values();
+  std::vector<T> y(static_cast<std::size_t>(A.rows()));
+  const auto y_view = [&] { return DenseView<const T>(y.data(), A.rows(), 1, 1); };
   const double ms = median_ms(o.reps, [&] { spmv(T(1), A, x, T(0), std::span(y)); });
+  const double rel_err = csr_rel_err(A, x_dense.view(), y_view());
   Dense<T> y_eigen(A.rows(), 1);
-  const double eigen =
-      eigen_spmm_ms(A, DenseView<const T>(x.data(), A.cols(), 1, 1), y_eigen.view(), o.reps, threads);
+  const double eigen = eigen_spmm_ms(A, x_dense.view(), y_eigen.view(), o.reps, threads);
   Row row = header("spmv", o, threads);
   row.insert(row.end(), {{"matrix", str(name)},
                          {"n", num(A.rows())},
                          {"nnz", num(A.nnz())},
                          {"trnsparse_ms", num(ms)},
                          {"eigen_ms", num(eigen)},
+                         {"rel_err", num(rel_err)},
                          {"gbps", num(spmv_bytes(A) / ms / 1e6)},
                          {"stream_gbps", num(stream)},
                          {"speedup_vs_eigen", num(eigen / ms)}});
@@ -274,6 +299,8 @@ void spmv_row(const Options& o, int threads, double stream, const std::string& n
       const CsrMatrix<T> U(A.rows(), A.cols(), std::move(ptr), std::move(idx), std::move(vals));
       const double sym = median_ms(o.reps, [&] { spmv_symmetric(T(1), U, Triangle::upper, x, T(0), std::span(y)); });
       row.emplace_back("sym_ms", num(sym));
+      row.emplace_back("sym_rel_err", num(csr_rel_err(A, x_dense.view(), y_view())));
+      row.emplace_back("sym_gbps", num(spmv_bytes(U) / sym / 1e6));
       row.emplace_back("sym_speedup_vs_eigen", num(eigen / sym));
     }
   }

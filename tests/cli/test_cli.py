@@ -222,6 +222,55 @@ class Demo(CliTestCase):
         self.assertRegex(result.stdout, r"(?m)^bsr\s+bf16\s+24\s")
 
 
+class Bench(CliTestCase):
+    """A tiny run of each `trnsparse bench` section: one JSON object per measurement, with
+    the keys docs/benchmarks.md documents and a correct result. Timings are not checked."""
+
+    BSR_KEYS = {"section", "n", "width", "block_density", "dtype", "threads", "isa", "trnsparse_ms", "dense_ms",
+                "eigen_ms", "rel_err", "gflops", "peak_gflops", "plan_ms_first", "plan_ms_repeat"}
+    SPMV_KEYS = {"section", "matrix", "n", "trnsparse_ms", "eigen_ms", "rel_err", "gbps", "stream_gbps"}
+
+    def setUp(self):
+        super().setUp()
+        if run("bench", "--help").returncode != 0:
+            self.skipTest("built without the benchmark (needs OpenBLAS and Eigen)")
+
+    def bench(self, *args):
+        result = run("bench", "--json", "--reps", "1", "--threads", "2", *args)
+        self.assertStatus(result, 0)
+        return json_lines(result.stdout)
+
+    def test_bsr_rows_for_every_width_and_density(self):
+        for dtype, tolerance in (("fp32", 1e-5), ("bf16", 1e-2)):
+            rows = self.bench("--section", "bsr", "--dtype", dtype, "--size", "256", "--widths", "1,40",
+                              "--densities", "0.25,1", "--block-size", "64")
+            self.assertEqual([(r["width"], r["block_density"]) for r in rows], [(1, 0.25), (1, 1), (40, 0.25), (40, 1)])
+            for row in rows:
+                self.assertLessEqual(self.BSR_KEYS, row.keys())
+                self.assertEqual((row["section"], row["dtype"], row["threads"]), ("bsr", dtype, 2))
+                self.assertLess(row["rel_err"], tolerance)
+                self.assertGreater(row["trnsparse_ms"], 0)
+
+    def test_csr_rows(self):
+        (row,) = self.bench("--section", "csr", "--size", "300", "--widths", "8", "--densities", "0.05")
+        self.assertLessEqual({"section", "n", "width", "density", "nnz", "trnsparse_ms", "eigen_ms", "gflops"},
+                             row.keys())
+        self.assertEqual((row["n"], row["width"], row["density"]), (300, 8, 0.05))
+        self.assertLess(row["rel_err"], 1e-5)
+
+    def test_spmv_rows_with_the_symmetric_product(self):
+        rows = self.bench("--section", "spmv", "--dtype", "fp64", "--poisson", "12", "--matrix",
+                          data("1138_bus.mtx"), "--matrix", data("ani1.mtx"))
+        self.assertEqual([r["matrix"] for r in rows], ["poisson3d_12", "1138_bus.mtx", "ani1.mtx"])
+        for row in rows:
+            self.assertLessEqual(self.SPMV_KEYS, row.keys())
+            self.assertLess(row["rel_err"], 1e-13)
+            self.assertLess(row.get("sym_rel_err", 0), 1e-13)
+        self.assertIn("sym_ms", rows[0])  # symmetric: the half-storage product is timed
+        self.assertIn("sym_ms", rows[1])
+        self.assertNotIn("sym_ms", rows[2])  # ani1 is not exactly symmetric
+
+
 def main():
     global TRNSPARSE, DATA
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
