@@ -19,9 +19,11 @@ PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 30
 
 # Every Debian package the build and the tests need, in one list (libomp-dev: OpenMP for
-# the clang fuzz build; python3: the interpreter of the cli tests).
+# the clang fuzz build; python3: the interpreter of the cli tests; pybind11-dev to
+# python3-pytest: the Python package and its tests).
 DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev libomp-dev \
-                libgtest-dev libgmock-dev libcli11-dev libopenblas-dev libeigen3-dev pkg-config python3
+                libgtest-dev libgmock-dev libcli11-dev libopenblas-dev libeigen3-dev pkg-config python3 \
+                pybind11-dev python3-dev python3-numpy python3-scipy python3-torch python3-pytest
 APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
 .PHONY: deps build demo check asan fuzz test install clean

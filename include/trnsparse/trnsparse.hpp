@@ -14,5 +14,7 @@
 #include "trnsparse/ops.hpp"
 #include "trnsparse/plan.hpp"
 #include "trnsparse/runtime.hpp"
+#include "trnsparse/screening.hpp"
+#include "trnsparse/solvers.hpp"
 #include "trnsparse/types.hpp"
 #include "trnsparse/version.hpp"

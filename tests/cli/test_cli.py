@@ -271,6 +271,50 @@ class Bench(CliTestCase):
         self.assertNotIn("sym_ms", rows[2])  # ani1 is not exactly symmetric
 
 
+class Solve(CliTestCase):
+    def test_json_poisson(self):
+        result = run("solve", "--poisson", "10", "--tol", "1e-9", "--json")
+        self.assertStatus(result, 0)
+        [line] = json_lines(result.stdout)
+        self.assertEqual((line["n"], line["precond"], line["status"]), (1000, "jacobi", "converged"))
+        self.assertTrue(line["converged"])
+        self.assertLessEqual(line["rel_residual"], 1e-9)
+        self.assertGreater(line["iterations"], 0)
+        self.assertGreaterEqual(line["seconds"], 0)
+
+    def test_file_with_jacobi_and_without(self):
+        counts = {}
+        for precond in ("jacobi", "none"):
+            result = run("solve", data("1138_bus.mtx"), "--precond", precond, "--rhs", "random", "--maxiter", "20000",
+                         "--json")
+            self.assertStatus(result, 0)
+            [line] = json_lines(result.stdout)
+            self.assertTrue(line["converged"], line)
+            counts[precond] = line["iterations"]
+        self.assertLess(counts["jacobi"], counts["none"])  # 1138_bus is badly scaled: Jacobi helps a lot
+
+    def test_non_convergence_is_reported(self):
+        result = run("solve", "--poisson", "12", "--maxiter", "3", "--json")
+        self.assertStatus(result, 0)
+        [line] = json_lines(result.stdout)
+        self.assertEqual((line["converged"], line["status"], line["iterations"]), (False, "max_iterations", 3))
+
+    def test_text_summary_without_a_progress_line_on_a_pipe(self):
+        result = run("solve", "--poisson", "6")
+        self.assertStatus(result, 0)
+        self.assertRegex(result.stdout, r"poisson3d\(6\): 216 x 216")
+        self.assertRegex(result.stdout, r"cg: converged after \d+ iterations")
+        self.assertNotIn("\r", result.stdout)
+
+    def test_bad_input(self):
+        for args in (["solve", data("malformed", "bad_banner.mtx")], ["solve", "--precond", "ilu"], ["solve", "--tol", "-1"],
+                     ["solve", "--poisson", "4", "--rhs", data("1138_bus.mtx")]):
+            with self.subTest(args=args):
+                result = run(*args)
+                self.assertStatus(result, 1)
+                self.assertNotEqual(result.stderr, "")
+
+
 def main():
     global TRNSPARSE, DATA
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -38,6 +38,7 @@ struct Subcommand {
 Subcommand add_info(CLI::App& app);
 Subcommand add_convert(CLI::App& app);
 Subcommand add_demo(CLI::App& app);
+Subcommand add_solve(CLI::App& app);
 #ifdef TRNSPARSE_WITH_BENCH
 Subcommand add_bench(CLI::App& app);
 #endif

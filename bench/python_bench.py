@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""Sparse-dense products from Python, in one run: trnsparse against torch.sparse (CSR,
+and BSR where this torch can multiply it on CPU), scipy.sparse and dense torch.matmul.
+
+Prints one JSON object per line:
+  {"op": "bsr_spmm", "impl": "trnsparse", "n": 2048, "k": 64, "block": 64, "density": 0.05,
+   "dtype": "float32", "median_s": ..., "gflops": ..., "max_rel_err": ...}
+`gflops` counts the useful multiply-adds (2 * stored entries * k), and `max_rel_err` is
+the error against a float64 dense product. An implementation this machine's torch lacks
+prints {"impl": ..., "skipped": "<reason>"} instead.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py --n 2048 --k 64
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse
+import torch
+
+import trnsparse as ts
+
+warnings.filterwarnings("ignore", message="Sparse .* tensor support is in beta state")
+
+
+def measure(fn, repeats: int) -> tuple[float, object]:
+    out = fn()  # warm-up (plans, page faults)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def block_sparse(n: int, block: int, density: float, seed: int) -> torch.Tensor:
+    """n x n float64 with about `density` of its block x block tiles dense, the rest zero."""
+    g = torch.Generator().manual_seed(seed)
+    grid = -(-n // block)
+    mask = torch.rand(grid, grid, generator=g) < density
+    full = mask.repeat_interleave(block, 0).repeat_interleave(block, 1)[:n, :n]
+    return (torch.rand(n, n, generator=g, dtype=torch.float64) * 2 - 1) * full
+
+
+def run(args) -> None:
+    dense64 = block_sparse(args.n, args.block, args.density, args.seed)
+    B64 = torch.rand(args.n, args.k, generator=torch.Generator().manual_seed(args.seed + 1), dtype=torch.float64)
+    ref = dense64 @ B64
+    scale = float(ref.abs().max()) or 1.0
+    for dtype in (torch.float32, torch.float64):
+        D, B = dense64.to(dtype), B64.to(dtype)
+        bsr = ts.BSRMatrix.from_dense(D, block_size=args.block)
+        csr = ts.from_dense(D)
+        useful = 2.0 * csr.nnz * args.k
+        impls = {
+            ("bsr_spmm", "trnsparse"): lambda: ts.bsr_spmm(bsr, B),
+            ("csr_spmm", "trnsparse"): lambda: ts.spmm(csr, B),
+            ("csr_spmm", "torch.sparse"): lambda t=D.to_sparse_csr(): torch.sparse.mm(t, B),
+            ("bsr_spmm", "torch.sparse"): lambda t=D.to_sparse_bsr((args.block, args.block)): t @ B,
+            ("csr_spmm", "scipy.sparse"): lambda s=scipy.sparse.csr_matrix(D.numpy()), b=B.numpy(): s @ b,
+            ("bsr_spmm", "scipy.sparse"): lambda s=scipy.sparse.bsr_matrix(D.numpy(), blocksize=(args.block,) * 2),
+            b=B.numpy(): s @ b,
+            ("dense", "torch.matmul"): lambda: torch.matmul(D, B),
+        }
+        for (op, impl), fn in impls.items():
+            row = {"op": op, "impl": impl, "n": args.n, "k": args.k, "block": args.block, "density": args.density,
+                   "dtype": str(dtype).replace("torch.", ""), "torch_threads": torch.get_num_threads(),
+                   "trnsparse_threads": ts.get_num_threads()}
+            try:
+                seconds, out = measure(fn, args.repeats)
+            except (RuntimeError, NotImplementedError) as e:  # e.g. BSR @ dense without MKL
+                print(json.dumps({**row, "skipped": str(e).splitlines()[0][:160]}), flush=True)
+                continue
+            out = torch.as_tensor(np.asarray(out)) if not isinstance(out, torch.Tensor) else out
+            err = float((out.double() - ref).abs().max()) / scale
+            print(json.dumps({**row, "median_s": seconds, "gflops": useful / seconds / 1e9, "max_rel_err": err}),
+                  flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=2048, help="rows and columns of A")
+    p.add_argument("--k", type=int, default=64, help="columns of the dense operand")
+    p.add_argument("--block", type=int, default=64, help="block size of the pattern and of BSR")
+    p.add_argument("--density", type=float, default=0.05, help="fraction of stored blocks")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--seed", type=int, default=1)
+    run(p.parse_args())
+
+
+if __name__ == "__main__":
+    main()

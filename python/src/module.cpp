@@ -1,0 +1,401 @@
+// trnsparse._core: the C++ library seen from Python. The Python package (python/trnsparse)
+// owns the API; this module takes raw addresses, shapes and dtype names from it.
+//
+// Memory: dense operands and outputs are never copied: the Python side passes the
+// address of a CPU tensor's buffer with its shape and row stride (`DenseArg`) and the
+// kernel reads or writes it in place. Sparse operands are copied once into the C++
+// formats (which own their arrays and validate them); sparse and dense results are
+// moved into heap objects that the returned numpy arrays keep alive (no copy out).
+// bf16 values cross as int16 arrays (numpy has no bf16); Python views them as bf16.
+// Every call that runs a kernel releases the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <trnsparse/trnsparse.hpp>
+
+namespace py = pybind11;
+
+namespace trnsparse::python {
+namespace {
+
+// ---- dtypes ---------------------------------------------------------------------------
+template <class T> constexpr const char* dtype_name();
+template <> constexpr const char* dtype_name<float>() { return "float32"; }
+template <> constexpr const char* dtype_name<double>() { return "float64"; }
+template <> constexpr const char* dtype_name<bf16>() { return "bfloat16"; }
+
+/// The numpy element type carrying T's bits (int16 for bf16).
+template <class T> using numpy_t = std::conditional_t<std::is_same_v<T, bf16>, std::int16_t, T>;
+
+/// Calls f.template operator()<T>() for the value type named `dtype`.
+template <class F>
+decltype(auto) with_dtype(const std::string& dtype, F&& f) {
+  if (dtype == "float32") return f.template operator()<float>();
+  if (dtype == "float64") return f.template operator()<double>();
+  if (dtype == "bfloat16") return f.template operator()<bf16>();
+  throw NotSupported("dtype " + dtype + " is not one of float32, float64, bfloat16");
+}
+
+// ---- arrays in and out ------------------------------------------------------------------
+/// A dense row-major CPU buffer handed over by Python: (address, rows, cols, row stride).
+using DenseArg = std::tuple<std::uintptr_t, index_t, index_t, index_t>;
+
+template <class T>
+DenseView<T> view_of(const DenseArg& a) {
+  const auto& [addr, rows, cols, ld] = a;
+  return DenseView<T>(reinterpret_cast<T*>(addr), rows, cols, std::max<index_t>(ld, 1));
+}
+
+template <class T>
+std::vector<T> copy_of(std::uintptr_t addr, index_t n) {
+  detail::check_nonnegative(n, "array length");
+  const T* p = reinterpret_cast<const T*>(addr);
+  return std::vector<T>(p, p + n);
+}
+
+/// A numpy array over `data` (shape `shape`, C order) that keeps `owner` alive.
+template <class T>
+py::array array_over(const T* data, std::vector<py::ssize_t> shape, py::handle owner) {
+  using N = numpy_t<std::remove_const_t<T>>;
+  return py::array_t<N>(std::move(shape), reinterpret_cast<const N*>(data), owner);
+}
+
+/// Moves `obj` to the heap and returns a capsule that deletes it: the owner of arrays
+/// over its memory.
+template <class O>
+std::pair<O*, py::capsule> adopt(O&& obj) {
+  auto* p = new O(std::forward<O>(obj));
+  return {p, py::capsule(p, [](void* q) { delete static_cast<O*>(q); })};
+}
+
+template <class T>
+py::array vector_array(std::vector<T>&& v) {
+  auto [p, owner] = adopt(std::move(v));
+  return array_over<T>(p->data(), {static_cast<py::ssize_t>(p->size())}, owner);
+}
+
+template <class T>
+py::array dense_array(Dense<T>&& d) {
+  auto [p, owner] = adopt(std::move(d));
+  return array_over<T>(p->values().data(), {static_cast<py::ssize_t>(p->rows()), static_cast<py::ssize_t>(p->cols())},
+                       owner);
+}
+
+// ---- sparse handles ---------------------------------------------------------------------
+/// A CSR matrix of one of the three value types. Immutable once built.
+struct Csr {
+  std::variant<CsrMatrix<float>, CsrMatrix<double>, CsrMatrix<bf16>> m;
+};
+/// A BSR matrix of one of the three value types. Immutable once built.
+struct Bsr {
+  std::variant<BsrMatrix<float>, BsrMatrix<double>, BsrMatrix<bf16>> m;
+};
+
+template <class M>
+struct ValueOfMatrix;
+template <Value T>
+struct ValueOfMatrix<CsrMatrix<T>> {
+  using type = T;
+};
+template <Value T>
+struct ValueOfMatrix<BsrMatrix<T>> {
+  using type = T;
+};
+template <class M> using matrix_value_t = typename ValueOfMatrix<std::remove_cvref_t<M>>::type;
+
+/// The matrix of `h` as M<T>, or a TypeError naming both dtypes.
+template <template <class> class M, Value T, class H>
+const M<T>& as(const H& h, const char* who) {
+  if (const auto* p = std::get_if<M<T>>(&h.m)) return *p;
+  const char* have = std::visit([](const auto& a) { return dtype_name<matrix_value_t<decltype(a)>>(); }, h.m);
+  throw py::type_error(std::string(who) + ": operands have different dtypes (" + have + " and " + dtype_name<T>() +
+                       ")");
+}
+
+template <class H>
+std::string dtype_of(const H& h) {
+  return std::visit([](const auto& a) -> std::string { return dtype_name<matrix_value_t<decltype(a)>>(); }, h.m);
+}
+
+/// Runs f(A) on a handle's matrix without the GIL and wraps a sparse result in a handle.
+template <class H, class F>
+auto run(const H& h, F&& f) {
+  return std::visit(
+      [&](const auto& A) {
+        py::gil_scoped_release nogil;
+        return f(A);
+      },
+      h.m);
+}
+
+py::tuple csr_arrays(py::object self) {
+  const Csr& h = self.cast<const Csr&>();
+  return std::visit(
+      [&](const auto& A) {
+        using T = matrix_value_t<decltype(A)>;
+        return py::make_tuple(array_over<index_t>(A.row_ptr().data(), {static_cast<py::ssize_t>(A.rows()) + 1}, self),
+                              array_over<index_t>(A.col_indices().data(), {static_cast<py::ssize_t>(A.nnz())}, self),
+                              array_over<T>(A.values().data(), {static_cast<py::ssize_t>(A.nnz())}, self));
+      },
+      h.m);
+}
+
+py::tuple bsr_arrays(py::object self) {
+  const Bsr& h = self.cast<const Bsr&>();
+  return std::visit(
+      [&](const auto& A) {
+        using T = matrix_value_t<decltype(A)>;
+        const BsrStructure& s = A.structure();
+        const auto b = static_cast<py::ssize_t>(s.block_size());
+        return py::make_tuple(
+            array_over<index_t>(s.block_row_ptr().data(), {static_cast<py::ssize_t>(s.block_row_ptr().size())}, self),
+            array_over<index_t>(s.block_col_indices().data(), {static_cast<py::ssize_t>(s.n_blocks())}, self),
+            array_over<T>(A.blocks().data(), {static_cast<py::ssize_t>(s.n_blocks()), b, b}, self));
+      },
+      h.m);
+}
+
+Csr make_csr(const std::string& dtype, index_t rows, index_t cols, std::uintptr_t row_ptr, std::uintptr_t col_idx,
+             std::uintptr_t values, index_t nnz, bool canonicalize) {
+  return with_dtype(dtype, [&]<class T>() {
+    detail::check_nonnegative(rows, "rows");
+    auto ptr = copy_of<index_t>(row_ptr, rows + 1);
+    auto cols_v = copy_of<index_t>(col_idx, nnz);
+    auto vals = copy_of<T>(values, nnz);
+    py::gil_scoped_release nogil;
+    return Csr{CsrMatrix<T>(rows, cols, std::move(ptr), std::move(cols_v), std::move(vals),
+                            canonicalize ? Canonicalize::yes : Canonicalize::no)};
+  });
+}
+
+Csr make_csr_from_coo(const std::string& dtype, index_t rows, index_t cols, std::uintptr_t row_idx,
+                      std::uintptr_t col_idx, std::uintptr_t values, index_t nnz) {
+  return with_dtype(dtype, [&]<class T>() {
+    auto r = copy_of<index_t>(row_idx, nnz);
+    auto c = copy_of<index_t>(col_idx, nnz);
+    auto v = copy_of<T>(values, nnz);
+    py::gil_scoped_release nogil;
+    return Csr{to_csr(CooMatrix<T>(rows, cols, std::move(r), std::move(c), std::move(v)))};
+  });
+}
+
+Bsr make_bsr(const std::string& dtype, index_t rows, index_t cols, index_t block_size, std::uintptr_t block_row_ptr,
+             index_t n_block_row_ptr, std::uintptr_t block_col_idx, std::uintptr_t blocks, index_t n_blocks) {
+  return with_dtype(dtype, [&]<class T>() {
+    auto ptr = copy_of<index_t>(block_row_ptr, n_block_row_ptr);
+    auto cols_v = copy_of<index_t>(block_col_idx, n_blocks);
+    auto vals = copy_of<T>(blocks, detail::checked_mul(n_blocks, detail::checked_mul(block_size, block_size, "b * b"),
+                                                       "n_blocks * b * b"));
+    py::gil_scoped_release nogil;
+    return Bsr{BsrMatrix<T>(rows, cols, block_size, std::move(ptr), std::move(cols_v), std::move(vals))};
+  });
+}
+
+// ---- the bindings of one sparse format ---------------------------------------------------
+/// Products and algebra shared by CSR and BSR handles, bound once per handle type.
+template <class H, template <class> class M>
+void bind_ops(py::module_& m) {
+  m.def("to_dense", [](const H& h) {
+    return std::visit(
+        [](const auto& A) {
+          auto d = [&] {
+            py::gil_scoped_release nogil;
+            return to_dense(A);
+          }();
+          return dense_array(std::move(d));
+        },
+        h.m);
+  });
+  m.def("transpose", [](const H& h) { return run(h, [](const auto& A) { return H{transpose(A)}; }); });
+  m.def("nnz_per_row", [](const H& h) {
+    auto v = run(h, [](const auto& A) { return nnz_per_row(A); });
+    return vector_array(std::move(v));
+  });
+  m.def("scale", [](const H& h, double alpha) {
+    return run(h, [&](const auto& A) {
+      using T = matrix_value_t<decltype(A)>;
+      return H{sparse_scale(A, static_cast<acc_t<T>>(alpha))};
+    });
+  });
+  m.def("add", [](double alpha, const H& a, double beta, const H& b) {
+    return std::visit(
+        [&](const auto& A) {
+          using T = matrix_value_t<decltype(A)>;
+          const M<T>& B = as<M, T>(b, "sparse_add");
+          py::gil_scoped_release nogil;
+          return H{sparse_add(static_cast<acc_t<T>>(alpha), A, static_cast<acc_t<T>>(beta), B)};
+        },
+        a.m);
+  });
+  // y = alpha A x + beta y and C = alpha A B + beta C, in place in the caller's buffers.
+  m.def("spmv", [](double alpha, const H& h, const DenseArg& x, double beta, const DenseArg& y) {
+    run(h, [&](const auto& A) {
+      using T = matrix_value_t<decltype(A)>;
+      const DenseView<const T> xv = view_of<const T>(x);
+      const DenseView<T> yv = view_of<T>(y);
+      spmv(static_cast<acc_t<T>>(alpha), A, std::span<const T>(xv.data, static_cast<std::size_t>(xv.rows)),
+           static_cast<acc_t<T>>(beta), std::span<T>(yv.data, static_cast<std::size_t>(yv.rows)));
+      return 0;
+    });
+  });
+  m.def("spmm", [](double alpha, const H& h, const DenseArg& B, double beta, const DenseArg& C) {
+    run(h, [&](const auto& A) {
+      using T = matrix_value_t<decltype(A)>;
+      spmm(static_cast<acc_t<T>>(alpha), A, view_of<const T>(B), static_cast<acc_t<T>>(beta), view_of<T>(C));
+      return 0;
+    });
+  });
+  // (dA on A's structure, dB) of C = alpha A B for the output gradient dC.
+  m.def("spmm_backward", [](double alpha, const H& h, const DenseArg& B, const DenseArg& dC) {
+    return std::visit(
+        [&](const auto& A) {
+          using T = matrix_value_t<decltype(A)>;
+          auto g = [&] {
+            py::gil_scoped_release nogil;
+            return spmm_backward(static_cast<acc_t<T>>(alpha), A, view_of<const T>(B), view_of<const T>(dC));
+          }();
+          return py::make_tuple(H{std::move(g.dA)}, dense_array(std::move(g.dB)));
+        },
+        h.m);
+  });
+}
+
+void translate_errors(py::module_& m) {
+  // Shape errors are AssertionErrors too: code written for trnsparse 0.6 catches those.
+  static py::exception<DimensionMismatch> shape_error(
+      m, "ShapeError", py::make_tuple(py::handle(PyExc_AssertionError), py::handle(PyExc_ValueError)));
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const DimensionMismatch& e) {
+      shape_error(e.what());
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const ParseError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const OverflowError& e) {
+      PyErr_SetString(PyExc_OverflowError, e.what());
+    } catch (const IoError& e) {
+      PyErr_SetString(PyExc_OSError, e.what());
+    } catch (const NotSupported& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+}
+
+}  // namespace
+}  // namespace trnsparse::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace trnsparse;
+  using namespace trnsparse::python;
+  m.doc() = "trnsparse C++ core (use the trnsparse package, not this module)";
+  m.attr("__version__") = version_string;
+  translate_errors(m);
+
+  py::class_<Csr>(m, "Csr")
+      .def_property_readonly("rows", [](const Csr& h) { return std::visit([](const auto& A) { return A.rows(); }, h.m); })
+      .def_property_readonly("cols", [](const Csr& h) { return std::visit([](const auto& A) { return A.cols(); }, h.m); })
+      .def_property_readonly("dtype", &dtype_of<Csr>)
+      .def("arrays", &csr_arrays, "(row_ptr, col_indices, values) as arrays over this handle's memory");
+  py::class_<Bsr>(m, "Bsr")
+      .def_property_readonly("rows", [](const Bsr& h) { return std::visit([](const auto& A) { return A.rows(); }, h.m); })
+      .def_property_readonly("cols", [](const Bsr& h) { return std::visit([](const auto& A) { return A.cols(); }, h.m); })
+      .def_property_readonly("block_size",
+                             [](const Bsr& h) { return std::visit([](const auto& A) { return A.block_size(); }, h.m); })
+      .def_property_readonly("dtype", &dtype_of<Bsr>)
+      .def("arrays", &bsr_arrays, "(block_row_ptr, block_col_indices, blocks) as arrays over this handle's memory");
+
+  // ---- construction and conversion ----
+  m.def("csr", &make_csr, "CSR from raw arrays (copied, validated)");
+  m.def("csr_from_coo", &make_csr_from_coo, "CSR from COO triplets (sorted, duplicates summed)");
+  m.def("bsr", &make_bsr, "BSR from raw arrays (copied, validated)");
+  m.def("csr_from_dense", [](const std::string& dtype, const DenseArg& a, double threshold) {
+    return with_dtype(dtype, [&]<class T>() {
+      py::gil_scoped_release nogil;
+      return Csr{to_csr(view_of<const T>(a), threshold)};
+    });
+  });
+  m.def("bsr_from_dense", [](const std::string& dtype, const DenseArg& a, index_t block_size, double threshold) {
+    return with_dtype(dtype, [&]<class T>() {
+      py::gil_scoped_release nogil;
+      return Bsr{to_bsr(view_of<const T>(a), block_size, threshold)};
+    });
+  });
+  m.def("csr_to_bsr", [](const Csr& h, index_t block_size, double threshold) {
+    return run(h, [&](const auto& A) { return Bsr{to_bsr(A, block_size, threshold)}; });
+  });
+  m.def("bsr_to_csr", [](const Bsr& h) { return run(h, [](const auto& A) { return Csr{to_csr(A)}; }); });
+  m.def("eye_csr", [](const std::string& dtype, index_t n) {
+    return with_dtype(dtype, [&]<class T>() { return Csr{eye_csr<T>(n)}; });
+  });
+
+  // ---- operations ----
+  bind_ops<Csr, CsrMatrix>(m);
+  bind_ops<Bsr, BsrMatrix>(m);
+  m.def("spmv_symmetric",
+        [](double alpha, const Csr& h, bool upper, const DenseArg& x, double beta, const DenseArg& y) {
+          run(h, [&](const auto& A) {
+            using T = matrix_value_t<decltype(A)>;
+            const DenseView<const T> xv = view_of<const T>(x);
+            const DenseView<T> yv = view_of<T>(y);
+            spmv_symmetric(static_cast<acc_t<T>>(alpha), A, upper ? Triangle::upper : Triangle::lower,
+                           std::span<const T>(xv.data, static_cast<std::size_t>(xv.rows)), static_cast<acc_t<T>>(beta),
+                           std::span<T>(yv.data, static_cast<std::size_t>(yv.rows)));
+            return 0;
+          });
+        });
+  m.def("bsr_spmm", [](const Bsr& h, const DenseArg& B) {
+    return std::visit(
+        [&](const auto& A) {
+          using T = matrix_value_t<decltype(A)>;
+          auto C = [&] {
+            py::gil_scoped_release nogil;
+            return bsr_spmm(A, view_of<const T>(B));
+          }();
+          return dense_array(std::move(C));
+        },
+        h.m);
+  });
+  m.def("bsr_diagonal", [](const Bsr& h) {
+    return std::visit(
+        [](const auto& A) {
+          auto d = [&] {
+            py::gil_scoped_release nogil;
+            return bsr_diagonal(A);
+          }();
+          return vector_array(std::move(d));
+        },
+        h.m);
+  });
+
+  // ---- runtime ----
+  m.def("set_isa", [](const std::string& name) {
+    if (name == "scalar") return set_isa(Isa::scalar);
+    if (name == "avx2") return set_isa(Isa::avx2);
+    if (name == "avx512") return set_isa(Isa::avx512);
+    throw InvalidArgument("isa " + name + " is not one of scalar, avx2, avx512");
+  });
+  m.def("active_isa", [] { return std::string(to_string(active_isa())); });
+  m.def("best_isa", [] {
+    return std::string(to_string(isa_supported(Isa::avx512) ? Isa::avx512
+                                 : isa_supported(Isa::avx2) ? Isa::avx2
+                                                            : Isa::scalar));
+  });
+  m.def("set_num_threads", &set_num_threads);
+  m.def("num_threads", &num_threads);
+}

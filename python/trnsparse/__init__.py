@@ -1,0 +1,43 @@
+"""trnsparse: block-sparse and sparse linear algebra for PyTorch on the trnsparse C++ core.
+
+    import torch, trnsparse
+    A = trnsparse.from_dense(torch.tensor([[2.0, 0.0], [0.0, 3.0]]))
+    y = trnsparse.spmv(A, torch.ones(2))          # tensor([2., 3.])
+
+Matrices are dataclasses of torch tensors (CSRMatrix, COOMatrix, BSRMatrix); operations
+keep their dtype (float32, float64, bfloat16), raise ShapeError (an AssertionError) on
+mismatched shapes and differentiate through spmm / spmv / bsr_spmm.
+"""
+from . import _core
+from ._backend import HAS_NKI, get_backend, set_backend
+from ._formats import BSRMatrix, COOMatrix, CSRMatrix, eye_sparse, from_dense, from_scipy
+from ._ops import (
+    ShapeError,
+    bsr_diagonal,
+    bsr_spmm,
+    nnz_per_row,
+    sparse_add,
+    sparse_scale,
+    sparse_transpose,
+    spmm,
+    spmv,
+    spmv_symmetric,
+)
+
+__version__ = _core.__version__
+
+
+def set_num_threads(n: int) -> None:
+    """Threads the C++ kernels use (results are bitwise identical for any count)."""
+    _core.set_num_threads(int(n))
+
+
+def get_num_threads() -> int:
+    return int(_core.num_threads())
+
+
+__all__ = [
+    "BSRMatrix", "COOMatrix", "CSRMatrix", "HAS_NKI", "ShapeError", "__version__", "bsr_diagonal", "bsr_spmm",
+    "eye_sparse", "from_dense", "from_scipy", "get_backend", "get_num_threads", "nnz_per_row", "set_backend",
+    "set_num_threads", "sparse_add", "sparse_scale", "sparse_transpose", "spmm", "spmv", "spmv_symmetric",
+]

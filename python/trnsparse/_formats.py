@@ -1,0 +1,341 @@
+"""The sparse formats: plain mutable dataclasses of torch tensors (int64 indices).
+
+Each converts to the C++ core's matrix on use (`_handle()`: the arrays are checked
+here, copied once and validated there) and is rebuilt from the core's results without a
+copy (`_from_handle`: the tensors are views of the result's memory).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from . import _core
+from ._interop import (
+    ShapeError,
+    as_tensor,
+    check,
+    dense_arg,
+    dtype_name,
+    dtype_of_name,
+    from_array,
+    index_tensor,
+    values_tensor,
+)
+
+DEFAULT_BLOCK_SIZE = 128
+
+
+def _shape(shape, who: str) -> tuple[int, int]:
+    if len(shape) != 2:
+        raise ShapeError(f"{who}: shape must have two entries, got {tuple(shape)}")
+    rows, cols = (int(s) for s in shape)
+    if rows < 0 or cols < 0:
+        raise ValueError(f"{who}: shape {rows} x {cols} is negative")
+    return rows, cols
+
+
+def _dense_input(A, who: str) -> torch.Tensor:
+    A = as_tensor(A, who, "A")
+    if A.dim() != 2:
+        raise ShapeError(f"{who}: A must be 2-D, got shape {tuple(A.shape)}")
+    dtype_name(A.dtype, who)
+    return A.contiguous()
+
+
+def _scipy():
+    import scipy.sparse
+
+    return scipy.sparse
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A numpy view of a CPU tensor (no copy); bf16 has no numpy type and is widened."""
+    t = t.detach()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+
+
+@dataclass(repr=False)
+class CSRMatrix:
+    """Compressed sparse rows: row i holds `values[row_ptrs[i]:row_ptrs[i+1]]` at columns
+    `col_indices[...]` (strictly increasing within a row)."""
+
+    values: torch.Tensor
+    col_indices: torch.Tensor
+    row_ptrs: torch.Tensor
+    shape: tuple[int, int]
+
+    def __post_init__(self):
+        self.shape = _shape(self.shape, "CSRMatrix")
+        self.values = as_tensor(self.values, "CSRMatrix", "values")
+        self.col_indices = index_tensor(self.col_indices, "CSRMatrix", "col_indices")
+        self.row_ptrs = index_tensor(self.row_ptrs, "CSRMatrix", "row_ptrs")
+
+    @property
+    def nnz(self) -> int:
+        return int(self.values.numel())
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.values.dtype
+
+    @property
+    def density(self) -> float:
+        """Stored entries over all entries (0.0 for an empty shape)."""
+        rows, cols = self.shape
+        return self.nnz / (rows * cols) if rows * cols else 0.0
+
+    def __repr__(self) -> str:
+        return f"CSRMatrix(shape={self.shape}, nnz={self.nnz}, density={self.density:.4g}, dtype={self.dtype})"
+
+    def _handle(self, values: torch.Tensor | None = None):
+        """The core's copy of this matrix (with `values` in place of self.values if given)."""
+        who = "CSRMatrix"
+        rows, cols = self.shape
+        v = values_tensor(self.values if values is None else values, self.dtype, who, "values")
+        ci = index_tensor(self.col_indices, who, "col_indices")
+        rp = index_tensor(self.row_ptrs, who, "row_ptrs")
+        check(v.dim() == 1, f"{who}: values must be 1-D, got shape {tuple(v.shape)}")
+        check(rp.dim() == 1 and rp.numel() == rows + 1,
+              f"{who}: row_ptrs has {rp.numel()} entries, expected rows + 1 = {rows + 1}")
+        check(ci.numel() == v.numel(),
+              f"{who}: col_indices has {ci.numel()} entries but values has {v.numel()}")
+        return _core.csr(dtype_name(self.dtype, who), rows, cols, rp.data_ptr(), ci.data_ptr(), v.data_ptr(),
+                         v.numel(), False)
+
+    @classmethod
+    def _from_handle(cls, h) -> "CSRMatrix":
+        rp, ci, v = h.arrays()
+        return cls(from_array(v, dtype_of_name(h.dtype)), from_array(ci), from_array(rp), (h.rows, h.cols))
+
+    def to_dense(self) -> torch.Tensor:
+        return from_array(_core.to_dense(self._handle()), self.dtype)
+
+    def to_coo(self) -> "COOMatrix":
+        counts = self.row_ptrs[1:] - self.row_ptrs[:-1]
+        rows = torch.repeat_interleave(torch.arange(self.shape[0], dtype=torch.int64), counts)
+        return COOMatrix(self.values.clone(), rows, self.col_indices.clone(), self.shape)
+
+    def to_csr(self) -> "CSRMatrix":
+        return self
+
+    def to_bsr(self, block_size: int = DEFAULT_BLOCK_SIZE, threshold: float = 0.0) -> "BSRMatrix":
+        return BSRMatrix.from_csr(self, block_size, threshold)
+
+    def to_scipy(self):
+        """A scipy.sparse.csr_matrix sharing this matrix's arrays (bf16 is widened to float32)."""
+        return _scipy().csr_matrix(
+            (_to_numpy(self.values), _to_numpy(self.col_indices), _to_numpy(self.row_ptrs)), shape=self.shape)
+
+    def numpy(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(values, col_indices, row_ptrs) as numpy views of the tensors."""
+        return _to_numpy(self.values), _to_numpy(self.col_indices), _to_numpy(self.row_ptrs)
+
+    @classmethod
+    def from_scipy(cls, m) -> "CSRMatrix":
+        return from_scipy(m)
+
+    @classmethod
+    def from_dense(cls, A, threshold: float = 0.0) -> "CSRMatrix":
+        return from_dense(A, threshold)
+
+
+@dataclass(repr=False)
+class COOMatrix:
+    """Coordinate triplets in any order; duplicates are summed by conversions."""
+
+    values: torch.Tensor
+    row_indices: torch.Tensor
+    col_indices: torch.Tensor
+    shape: tuple[int, int]
+
+    def __post_init__(self):
+        self.shape = _shape(self.shape, "COOMatrix")
+        self.values = as_tensor(self.values, "COOMatrix", "values")
+        self.row_indices = index_tensor(self.row_indices, "COOMatrix", "row_indices")
+        self.col_indices = index_tensor(self.col_indices, "COOMatrix", "col_indices")
+
+    @property
+    def nnz(self) -> int:
+        return int(self.values.numel())
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.values.dtype
+
+    @property
+    def density(self) -> float:
+        rows, cols = self.shape
+        return self.nnz / (rows * cols) if rows * cols else 0.0
+
+    def __repr__(self) -> str:
+        return f"COOMatrix(shape={self.shape}, nnz={self.nnz}, density={self.density:.4g}, dtype={self.dtype})"
+
+    def to_csr(self) -> CSRMatrix:
+        """Sorted row-major with duplicates summed."""
+        who = "COOMatrix"
+        v = values_tensor(self.values, self.dtype, who, "values")
+        ri = index_tensor(self.row_indices, who, "row_indices")
+        ci = index_tensor(self.col_indices, who, "col_indices")
+        check(v.dim() == 1 and ri.numel() == v.numel() and ci.numel() == v.numel(),
+              f"{who}: row_indices, col_indices and values have {ri.numel()}, {ci.numel()} and {v.numel()} "
+              "entries; they must agree")
+        rows, cols = self.shape
+        return CSRMatrix._from_handle(_core.csr_from_coo(dtype_name(self.dtype, who), rows, cols, ri.data_ptr(),
+                                                         ci.data_ptr(), v.data_ptr(), v.numel()))
+
+    def to_coo(self) -> "COOMatrix":
+        return self
+
+    def to_dense(self) -> torch.Tensor:
+        return self.to_csr().to_dense()
+
+    def to_scipy(self):
+        """A scipy.sparse.coo_matrix sharing this matrix's arrays (bf16 is widened to float32)."""
+        return _scipy().coo_matrix(
+            (_to_numpy(self.values), (_to_numpy(self.row_indices), _to_numpy(self.col_indices))), shape=self.shape)
+
+    def numpy(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(values, row_indices, col_indices) as numpy views of the tensors."""
+        return _to_numpy(self.values), _to_numpy(self.row_indices), _to_numpy(self.col_indices)
+
+
+@dataclass(repr=False)
+class BSRMatrix:
+    """Block sparse rows: `blocks` (n_blocks, b, b), block row bi holds blocks
+    `block_row_ptrs[bi]:block_row_ptrs[bi+1]` at block columns `block_col_indices[...]`.
+    `shape` is the logical shape; edge blocks are zero-padded past it."""
+
+    blocks: torch.Tensor
+    block_col_indices: torch.Tensor
+    block_row_ptrs: torch.Tensor
+    shape: tuple[int, int]
+    block_size: int = DEFAULT_BLOCK_SIZE
+
+    def __post_init__(self):
+        self.shape = _shape(self.shape, "BSRMatrix")
+        self.block_size = int(self.block_size)
+        self.blocks = as_tensor(self.blocks, "BSRMatrix", "blocks")
+        self.block_col_indices = index_tensor(self.block_col_indices, "BSRMatrix", "block_col_indices")
+        self.block_row_ptrs = index_tensor(self.block_row_ptrs, "BSRMatrix", "block_row_ptrs")
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.blocks.shape[0]) if self.blocks.dim() else 0
+
+    @property
+    def nnz(self) -> int:
+        """Stored values: n_blocks * block_size²."""
+        return self.n_blocks * self.block_size * self.block_size
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.blocks.dtype
+
+    @property
+    def block_grid(self) -> tuple[int, int]:
+        """(block rows, block columns): the padded shape in blocks."""
+        b = self.block_size
+        return -(-self.shape[0] // b), -(-self.shape[1] // b)
+
+    @property
+    def density(self) -> float:
+        """Stored blocks over all blocks of the grid (0.0 for an empty grid)."""
+        br, bc = self.block_grid
+        return self.n_blocks / (br * bc) if br * bc else 0.0
+
+    def __repr__(self) -> str:
+        return (f"BSRMatrix(shape={self.shape}, block_size={self.block_size}, n_blocks={self.n_blocks}, "
+                f"density={self.density:.4g}, dtype={self.dtype})")
+
+    def _handle(self, blocks: torch.Tensor | None = None):
+        """The core's copy of this matrix (with `blocks` in place of self.blocks if given)."""
+        who = "BSRMatrix"
+        rows, cols = self.shape
+        b = self.block_size
+        if b < 1:
+            raise ValueError(f"{who}: block_size = {b} must be >= 1")
+        v = values_tensor(self.blocks if blocks is None else blocks, self.dtype, who, "blocks")
+        ci = index_tensor(self.block_col_indices, who, "block_col_indices")
+        rp = index_tensor(self.block_row_ptrs, who, "block_row_ptrs")
+        n = ci.numel()
+        check(v.dim() == 3 and tuple(v.shape) == (n, b, b),
+              f"{who}: blocks has shape {tuple(v.shape)}, expected (n_blocks, b, b) = ({n}, {b}, {b})")
+        check(rp.dim() == 1 and rp.numel() == self.block_grid[0] + 1,
+              f"{who}: block_row_ptrs has {rp.numel()} entries, expected block rows + 1 = {self.block_grid[0] + 1}")
+        return _core.bsr(dtype_name(self.dtype, who), rows, cols, b, rp.data_ptr(), rp.numel(), ci.data_ptr(),
+                         v.data_ptr(), n)
+
+    @classmethod
+    def _from_handle(cls, h) -> "BSRMatrix":
+        rp, ci, blocks = h.arrays()
+        return cls(from_array(blocks, dtype_of_name(h.dtype)), from_array(ci), from_array(rp), (h.rows, h.cols),
+                   h.block_size)
+
+    @classmethod
+    def from_dense(cls, A, block_size: int = DEFAULT_BLOCK_SIZE, threshold: float = 0.0) -> "BSRMatrix":
+        """Pads A to whole blocks and stores a block iff its largest magnitude is strictly
+        above `threshold`; blocks in block-row, then block-column order."""
+        A = _dense_input(A, "BSRMatrix.from_dense")
+        return cls._from_handle(_core.bsr_from_dense(dtype_name(A.dtype, "BSRMatrix.from_dense"), dense_arg(A),
+                                                     int(block_size), float(threshold)))
+
+    @classmethod
+    def from_csr(cls, csr: CSRMatrix, block_size: int = DEFAULT_BLOCK_SIZE, threshold: float = 0.0) -> "BSRMatrix":
+        """Stores a block iff one of csr's entries in it has magnitude strictly above `threshold`."""
+        return cls._from_handle(_core.csr_to_bsr(csr._handle(), int(block_size), float(threshold)))
+
+    def to_dense(self) -> torch.Tensor:
+        """The logical shape (padding dropped)."""
+        return from_array(_core.to_dense(self._handle()), self.dtype)
+
+    def to_csr(self) -> CSRMatrix:
+        """Every non-zero entry of the logical shape (zeros inside blocks are dropped)."""
+        return CSRMatrix._from_handle(_core.bsr_to_csr(self._handle()))
+
+    def to_coo(self) -> COOMatrix:
+        return self.to_csr().to_coo()
+
+    def to_scipy(self):
+        """scipy's bsr_matrix sharing the arrays when the shape is whole blocks; scipy cannot
+        hold a padded shape, so otherwise a csr_matrix of the logical shape."""
+        b = self.block_size
+        if self.shape[0] % b or self.shape[1] % b:
+            return self.to_csr().to_scipy()
+        return _scipy().bsr_matrix(
+            (_to_numpy(self.blocks), _to_numpy(self.block_col_indices), _to_numpy(self.block_row_ptrs)),
+            shape=self.shape, blocksize=(b, b))
+
+    def numpy(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(blocks, block_col_indices, block_row_ptrs) as numpy views of the tensors."""
+        return _to_numpy(self.blocks), _to_numpy(self.block_col_indices), _to_numpy(self.block_row_ptrs)
+
+
+def from_dense(A, threshold: float = 0.0) -> CSRMatrix:
+    """CSR of the entries with magnitude strictly above `threshold`, row-major."""
+    A = _dense_input(A, "from_dense")
+    return CSRMatrix._from_handle(_core.csr_from_dense(dtype_name(A.dtype, "from_dense"), dense_arg(A),
+                                                       float(threshold)))
+
+
+def from_scipy(m) -> CSRMatrix:
+    """CSR from any scipy.sparse matrix (sorted, duplicates summed). float32 and float64
+    keep their dtype; other real types become float64."""
+    sp = _scipy()
+    if not sp.issparse(m):
+        raise TypeError(f"from_scipy: expected a scipy.sparse matrix, got {type(m).__name__}")
+    m = m.tocsr()
+    data = m.data if m.data.dtype in (np.float32, np.float64) else m.data.astype(np.float64)
+    values = torch.from_numpy(np.ascontiguousarray(data))
+    col = torch.from_numpy(np.ascontiguousarray(m.indices, dtype=np.int64))
+    ptr = torch.from_numpy(np.ascontiguousarray(m.indptr, dtype=np.int64))
+    rows, cols = m.shape
+    h = _core.csr(dtype_name(values.dtype, "from_scipy"), rows, cols, ptr.data_ptr(), col.data_ptr(),
+                  values.data_ptr(), values.numel(), True)
+    return CSRMatrix._from_handle(h)
+
+
+def eye_sparse(n: int, dtype: torch.dtype = torch.float32) -> CSRMatrix:
+    """The n x n identity as CSR."""
+    return CSRMatrix._from_handle(_core.eye_csr(dtype_name(dtype, "eye_sparse"), int(n)))

@@ -1,0 +1,96 @@
+"""Tensors at the boundary with the C++ core: dtype names, checks, raw buffer arguments.
+
+The core reads and writes CPU buffers in place, so every buffer handed to it is checked
+here first (device, dtype, length, row-major layout): a wrong length would otherwise
+read past the end of the buffer.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import _core
+
+ShapeError = _core.ShapeError
+
+_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64", torch.bfloat16: "bfloat16"}
+_NAME_DTYPES = {name: dtype for dtype, name in _DTYPE_NAMES.items()}
+
+
+def dtype_name(dtype: torch.dtype, who: str) -> str:
+    """The core's name of a value dtype, or a TypeError."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        raise TypeError(f"{who}: dtype {dtype} is not supported (float32, float64 or bfloat16)") from None
+
+
+def as_tensor(x, who: str, name: str) -> torch.Tensor:
+    """x as a CPU tensor; numpy arrays are wrapped without a copy."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    elif not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(x)
+    if x.device.type != "cpu":
+        raise ValueError(f"{who}: {name} is on {x.device}; trnsparse runs on CPU tensors")
+    return x
+
+
+def values_tensor(x, dtype: torch.dtype, who: str, name: str) -> torch.Tensor:
+    """x as a contiguous CPU tensor of `dtype` (no copy when it already is one)."""
+    x = as_tensor(x, who, name)
+    if x.dtype != dtype:
+        raise TypeError(f"{who}: {name} has dtype {x.dtype} but the matrix has dtype {dtype}")
+    return x.contiguous()
+
+
+def index_tensor(x, who: str, name: str) -> torch.Tensor:
+    """x as a contiguous int64 CPU tensor (other integer types are converted)."""
+    x = as_tensor(x, who, name)
+    if x.dtype != torch.int64:
+        if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+            raise TypeError(f"{who}: {name} must hold integers, not {x.dtype}")
+        x = x.to(torch.int64)
+    return x.contiguous()
+
+
+def check(condition: bool, message: str) -> None:
+    """Raises ShapeError (an AssertionError and a ValueError) unless `condition`."""
+    if not condition:
+        raise ShapeError(message)
+
+
+def dense_arg(t: torch.Tensor) -> tuple[int, int, int, int]:
+    """(address, rows, cols, row stride) of a 1-D (one column) or 2-D row-major tensor."""
+    if t.dim() == 1:
+        return (t.data_ptr(), t.shape[0], 1, 1)
+    rows, cols = t.shape
+    return (t.data_ptr(), rows, cols, t.stride(0) if rows > 1 else max(cols, 1))
+
+
+def _rows_contiguous(x: torch.Tensor) -> bool:
+    if x.dim() == 1:
+        return x.shape[0] <= 1 or x.stride(0) == 1
+    rows, cols = x.shape
+    return (cols <= 1 or x.stride(1) == 1) and (rows <= 1 or x.stride(0) >= max(cols, 1))
+
+
+def dense_operand(x, dtype: torch.dtype, dims: int, who: str, name: str) -> torch.Tensor:
+    """A dense operand of `dims` dimensions and `dtype` that the core can read in place:
+    kept as it is when its rows are contiguous (any row stride), copied otherwise."""
+    x = as_tensor(x, who, name)
+    if x.dim() != dims:
+        raise ShapeError(f"{who}: {name} must be {dims}-D, got shape {tuple(x.shape)}")
+    if x.dtype != dtype:
+        raise TypeError(f"{who}: {name} has dtype {x.dtype} but A has dtype {dtype}")
+    return x if _rows_contiguous(x) else x.contiguous()
+
+
+def from_array(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A tensor over a numpy array returned by the core (no copy); int16 carries bf16."""
+    t = torch.from_numpy(a)
+    return t.view(torch.bfloat16) if dtype == torch.bfloat16 else t
+
+
+def dtype_of_name(name: str) -> torch.dtype:
+    return _NAME_DTYPES[name]

@@ -1,0 +1,216 @@
+"""Products and algebra on CSR / COO / BSR matrices, with autograd for the products.
+
+Every function keeps A's dtype (float32, float64, bfloat16), checks shapes first
+(ShapeError, an AssertionError) and runs the C++ kernel without the GIL. COO operands
+are converted to CSR (duplicates summed). Products differentiate through
+`torch.autograd.Function`s whose backward is the core's `spmm_backward`: the gradient
+of a sparse operand lives on its stored values only (same structure).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from . import _core
+from ._formats import BSRMatrix, COOMatrix, CSRMatrix
+from ._interop import ShapeError, as_tensor, check, dense_arg, dense_operand, from_array
+
+Sparse = CSRMatrix | BSRMatrix
+
+
+def _compute_format(A, who: str) -> Sparse:
+    """A as CSR or BSR (COO becomes CSR)."""
+    if isinstance(A, COOMatrix):
+        return A.to_csr()
+    if isinstance(A, (CSRMatrix, BSRMatrix)):
+        return A
+    raise TypeError(f"{who}: A must be a CSRMatrix, COOMatrix or BSRMatrix, got {type(A).__name__}")
+
+
+def _stored(A: Sparse) -> torch.Tensor:
+    return A.values if isinstance(A, CSRMatrix) else A.blocks
+
+
+def _from_handle(A: Sparse, h) -> Sparse:
+    return type(A)._from_handle(h)
+
+
+def _shape_str(A) -> str:
+    return f"{A.shape[0]} x {A.shape[1]}"
+
+
+def _needs_grad(*tensors: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+Product = Callable[[object, torch.Tensor], torch.Tensor]
+
+
+class _SparseDenseProduct(torch.autograd.Function):
+    """C = alpha * A B for A with stored values `stored`, computed by `product(handle, B)`;
+    dA (at A's stored positions) and dB from the core's spmm_backward."""
+
+    @staticmethod
+    def forward(ctx, stored: torch.Tensor, B: torch.Tensor, A: Sparse, alpha: float, product: Product):
+        ctx.handle = A._handle(stored)  # the values this product used, for backward
+        ctx.alpha = alpha
+        ctx.stored_shape = stored.shape
+        ctx.save_for_backward(B)
+        return product(ctx.handle, B)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dC: torch.Tensor):
+        (B,) = ctx.saved_tensors
+        need_stored, need_B = ctx.needs_input_grad[:2]
+        dC = dense_operand(dC, B.dtype, 2, "spmm backward", "dC")
+        dA_h, dB = _core.spmm_backward(ctx.alpha, ctx.handle, dense_arg(B), dense_arg(dC))
+        dstored = from_array(dA_h.arrays()[2], B.dtype).view(ctx.stored_shape) if need_stored else None
+        return dstored, from_array(dB, B.dtype) if need_B else None, None, None, None
+
+
+def _spmm_product(A: Sparse, alpha: float) -> Product:
+    def product(h, B: torch.Tensor) -> torch.Tensor:
+        C = torch.empty((A.shape[0], B.shape[1]), dtype=A.dtype)
+        _core.spmm(alpha, h, dense_arg(B), 0.0, dense_arg(C))
+        return C
+
+    return product
+
+
+def _bsr_spmm_product(A: BSRMatrix) -> Product:
+    def product(h, B: torch.Tensor) -> torch.Tensor:
+        return from_array(_core.bsr_spmm(h, dense_arg(B)), A.dtype)
+
+    return product
+
+
+def _check_rhs(who: str, A, rows: int, name: str) -> None:
+    check(rows == A.shape[1], f"{who}: A is {_shape_str(A)} but {name} has {rows} rows")
+
+
+def _accumulate(who: str, A, out_shape: tuple, C, beta: float, name: str):
+    """C as an addend (dtype of A, shape `out_shape`) when given with beta != 0, else None."""
+    if C is None or beta == 0.0:
+        return None
+    C = as_tensor(C, who, name)
+    check(tuple(C.shape) == out_shape, f"{who}: {name} has shape {tuple(C.shape)}, expected {out_shape}")
+    if C.dtype != A.dtype:
+        raise TypeError(f"{who}: {name} has dtype {C.dtype} but A has dtype {A.dtype}")
+    return C
+
+
+def spmm(A, B, alpha: float = 1.0, C=None, beta: float = 0.0) -> torch.Tensor:
+    """alpha * A @ B (+ beta * C when C is given and beta != 0). A: CSR, COO or BSR (m x n);
+    B: n x k. Differentiable in A's stored values and B (and C)."""
+    who = "spmm"
+    A = _compute_format(A, who)
+    B = dense_operand(B, A.dtype, 2, who, "B")
+    _check_rhs(who, A, B.shape[0], "B")
+    alpha, beta = float(alpha), float(beta)
+    C = _accumulate(who, A, (A.shape[0], B.shape[1]), C, beta, "C")
+    stored = _stored(A)
+    if _needs_grad(stored, B) or (C is not None and _needs_grad(C)):
+        out = _SparseDenseProduct.apply(stored, B, A, alpha, _spmm_product(A, alpha))
+        return out if C is None else out + beta * C
+    out = torch.empty((A.shape[0], B.shape[1]), dtype=A.dtype) if C is None else C.clone(
+        memory_format=torch.contiguous_format)
+    _core.spmm(alpha, A._handle(), dense_arg(B), beta if C is not None else 0.0, dense_arg(out))
+    return out
+
+
+def spmv(A, x, alpha: float = 1.0, y=None, beta: float = 0.0) -> torch.Tensor:
+    """alpha * A @ x (+ beta * y when y is given and beta != 0). x: 1-D of length n.
+    Differentiable in A's stored values and x (through spmm)."""
+    who = "spmv"
+    A = _compute_format(A, who)
+    x = dense_operand(x, A.dtype, 1, who, "x")
+    check(x.shape[0] == A.shape[1], f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
+    alpha, beta = float(alpha), float(beta)
+    y = _accumulate(who, A, (A.shape[0],), y, beta, "y")
+    stored = _stored(A)
+    if _needs_grad(stored, x) or (y is not None and _needs_grad(y)):
+        out = _SparseDenseProduct.apply(stored, x.unsqueeze(1), A, alpha, _spmm_product(A, alpha))[:, 0]
+        return out if y is None else out + beta * y
+    out = torch.empty(A.shape[0], dtype=A.dtype) if y is None else y.clone(memory_format=torch.contiguous_format)
+    _core.spmv(alpha, A._handle(), dense_arg(x), beta if y is not None else 0.0, dense_arg(out))
+    return out
+
+
+def bsr_spmm(A: BSRMatrix, B) -> torch.Tensor:
+    """A @ B for a BSR A: logical m rows, A's dtype (B is converted to it), accumulated in
+    fp32 (fp64 for float64) and rounded once. Differentiable in A.blocks and B."""
+    who = "bsr_spmm"
+    if not isinstance(A, BSRMatrix):
+        raise TypeError(f"{who}: A must be a BSRMatrix, got {type(A).__name__}")
+    B = as_tensor(B, who, "B")
+    B = dense_operand(B if B.dtype == A.dtype else B.to(A.dtype), A.dtype, 2, who, "B")
+    _check_rhs(who, A, B.shape[0], "B")
+    if _needs_grad(A.blocks, B):
+        return _SparseDenseProduct.apply(A.blocks, B, A, 1.0, _bsr_spmm_product(A))
+    return _bsr_spmm_product(A)(A._handle(), B)
+
+
+def spmv_symmetric(A, x, alpha: float = 1.0, uplo: str = "upper") -> torch.Tensor:
+    """alpha * S @ x for the symmetric S of which A (CSR or COO) holds the `uplo`
+    ("upper" or "lower") triangle including the diagonal."""
+    who = "spmv_symmetric"
+    if uplo not in ("upper", "lower"):
+        raise ValueError(f'{who}: uplo must be "upper" or "lower", got {uplo!r}')
+    A = _compute_format(A, who)
+    if not isinstance(A, CSRMatrix):
+        raise TypeError(f"{who}: A must be a CSRMatrix or COOMatrix, got {type(A).__name__}")
+    check(A.shape[0] == A.shape[1], f"{who}: A is {_shape_str(A)}, not square")
+    x = dense_operand(x, A.dtype, 1, who, "x")
+    check(x.shape[0] == A.shape[1], f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
+    out = torch.empty(A.shape[0], dtype=A.dtype)
+    _core.spmv_symmetric(float(alpha), A._handle(), uplo == "upper", dense_arg(x), 0.0, dense_arg(out))
+    return out
+
+
+def sparse_add(A, B, alpha: float = 1.0, beta: float = 1.0):
+    """alpha * A + beta * B on the union of the patterns; both CSR/COO (CSR result) or
+    both BSR with one block size (BSR result)."""
+    who = "sparse_add"
+    A, B = _compute_format(A, who), _compute_format(B, who)
+    if type(A) is not type(B):
+        raise TypeError(f"{who}: A is a {type(A).__name__} but B is a {type(B).__name__}")
+    check(A.shape == B.shape, f"{who}: A is {_shape_str(A)} but B is {_shape_str(B)}")
+    if A.dtype != B.dtype:
+        raise TypeError(f"{who}: A has dtype {A.dtype} but B has dtype {B.dtype}")
+    return _from_handle(A, _core.add(float(alpha), A._handle(), float(beta), B._handle()))
+
+
+def sparse_scale(A, alpha: float):
+    """alpha * A with the same structure and format."""
+    if isinstance(A, COOMatrix):
+        return COOMatrix(A.values * alpha, A.row_indices.clone(), A.col_indices.clone(), A.shape)
+    A = _compute_format(A, "sparse_scale")
+    return _from_handle(A, _core.scale(A._handle(), float(alpha)))
+
+
+def sparse_transpose(A):
+    """Aᵀ in A's format (CSR rows sorted; BSR blocks transposed)."""
+    if isinstance(A, COOMatrix):
+        return COOMatrix(A.values.clone(), A.col_indices.clone(), A.row_indices.clone(), (A.shape[1], A.shape[0]))
+    A = _compute_format(A, "sparse_transpose")
+    return _from_handle(A, _core.transpose(A._handle()))
+
+
+def nnz_per_row(A) -> torch.Tensor:
+    """Stored entries in each row (int64); for BSR, the logical columns its stored blocks cover."""
+    A = _compute_format(A, "nnz_per_row")
+    return from_array(_core.nnz_per_row(A._handle()))
+
+
+def bsr_diagonal(A: BSRMatrix) -> torch.Tensor:
+    """The main diagonal a_ii, i < min(m, n), zero where no block covers it; A's dtype."""
+    if not isinstance(A, BSRMatrix):
+        raise TypeError(f"bsr_diagonal: A must be a BSRMatrix, got {type(A).__name__}")
+    return from_array(_core.bsr_diagonal(A._handle()), A.dtype)
+
+
+__all__ = ["ShapeError", "spmm", "spmv", "bsr_spmm", "spmv_symmetric", "sparse_add", "sparse_scale",
+           "sparse_transpose", "nnz_per_row", "bsr_diagonal"]

@@ -1,0 +1,286 @@
+// Screening: Schwarz bounds, quartet and density screening, sparsity statistics and the
+// screened product C = (A ∘ M) B.
+//
+// The screened product classifies A's stored blocks by their bound products (per block
+// row and block column, the smallest and largest q over the logical extent; q >= 0, so
+// the products of the extremes bound every element's product):
+//   skip    max_r · max_c <= √t   no element kept: never read
+//   full    min_r · min_c >  √t   every element kept: the plain tile kernel on A's block
+//   partial otherwise             copied once per call with the mask applied
+// and runs the ISA's BSR tile kernels twice: C = A_full B (through a permutation into
+// A's blocks, nothing copied), then C += A_partial B. The mask itself is never stored.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "dispatch/dispatch.hpp"
+#include "ops/run.hpp"
+#include "plan/split.hpp"
+#include "runtime/checks.hpp"
+#include "trnsparse/screening.hpp"
+
+namespace trnsparse {
+
+namespace {
+
+template <ScreenValue T>
+std::vector<double> bounds_of(std::span<const T> diag, const char* who, const char* what) {
+  std::vector<double> q(diag.size());
+  for (std::size_t i = 0; i < diag.size(); ++i) {
+    const double d = static_cast<double>(diag[i]);
+    if (!std::isfinite(d))
+      throw InvalidArgument(detail::concat(who, ": ", what, "[", i, "] = ", d, ", expected a finite value"));
+    q[i] = std::sqrt(std::fabs(d));
+  }
+  return q;
+}
+
+void check_bounds(std::span<const double> Q, const char* who) {
+  for (std::size_t i = 0; i < Q.size(); ++i)
+    if (!(Q[i] >= 0.0 && std::isfinite(Q[i])))
+      throw InvalidArgument(detail::concat(who, ": Q[", i, "] = ", Q[i], ", expected a finite bound >= 0"));
+}
+
+/// Smallest and largest bound of each block of b consecutive indices.
+struct BlockRange {
+  std::vector<double> lo, hi;
+};
+BlockRange block_range(const std::vector<double>& q, index_t b) {
+  const index_t n = static_cast<index_t>(q.size()), blocks = detail::ceil_div(n, b);
+  BlockRange r{std::vector<double>(static_cast<std::size_t>(blocks), std::numeric_limits<double>::infinity()),
+               std::vector<double>(static_cast<std::size_t>(blocks), 0.0)};
+  for (index_t i = 0; i < n; ++i) {
+    r.lo[i / b] = std::min(r.lo[i / b], q[i]);
+    r.hi[i / b] = std::max(r.hi[i / b], q[i]);
+  }
+  return r;
+}
+
+enum class Tile : unsigned char { skip, full, partial };
+
+/// The screening of A's stored blocks: the bounds, each block's class, and the kept
+/// (full, partial) blocks as block-row lists of positions in A.
+struct Screen {
+  std::vector<double> qr, qc;
+  double s = 0.0;  // √threshold
+  std::vector<Tile> tile;
+  std::vector<index_t> full_ptr{0}, full_idx, full_pos, part_ptr{0}, part_idx, part_pos;
+};
+
+template <ScreenValue T>
+Screen screen_blocks(const BsrMatrix<T>& A, std::span<const T> row_diag, std::span<const T> col_diag,
+                     double threshold, const char* who) {
+  detail::check_threshold(threshold, who);
+  detail::check_dim(static_cast<index_t>(row_diag.size()), A.rows(), who, "row_diag", "elements", "A.rows()");
+  detail::check_dim(static_cast<index_t>(col_diag.size()), A.cols(), who, "col_diag", "elements", "A.cols()");
+  const BsrStructure& st = A.structure();
+  Screen sc;
+  sc.qr = bounds_of(row_diag, who, "row_diag");
+  sc.qc = bounds_of(col_diag, who, "col_diag");
+  sc.s = std::sqrt(threshold);
+  const BlockRange r = block_range(sc.qr, st.block_size()), c = block_range(sc.qc, st.block_size());
+  sc.tile.resize(static_cast<std::size_t>(st.n_blocks()));
+  for (index_t bi = 0; bi < st.block_rows(); ++bi) {
+    for (index_t q = st.block_row_ptr()[bi]; q < st.block_row_ptr()[bi + 1]; ++q) {
+      const index_t bj = st.block_col_indices()[q];
+      Tile& t = sc.tile[static_cast<std::size_t>(q)];
+      t = r.hi[bi] * c.hi[bj] <= sc.s ? Tile::skip : r.lo[bi] * c.lo[bj] > sc.s ? Tile::full : Tile::partial;
+      if (t == Tile::full) {
+        sc.full_idx.push_back(bj);
+        sc.full_pos.push_back(q);
+      } else if (t == Tile::partial) {
+        sc.part_idx.push_back(bj);
+        sc.part_pos.push_back(q);
+      }
+    }
+    sc.full_ptr.push_back(static_cast<index_t>(sc.full_idx.size()));
+    sc.part_ptr.push_back(static_cast<index_t>(sc.part_idx.size()));
+  }
+  return sc;
+}
+
+/// Zeroes the elements of block (bi, bj) (row-major b x b) whose mask is not set.
+template <ScreenValue T>
+void apply_mask(T* blk, index_t b, index_t bi, index_t bj, const Screen& sc) {
+  const index_t rows = std::min(b, static_cast<index_t>(sc.qr.size()) - bi * b);
+  const index_t cols = std::min(b, static_cast<index_t>(sc.qc.size()) - bj * b);
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < cols; ++c)
+      if (!(sc.qr[bi * b + r] * sc.qc[bj * b + c] > sc.s)) blk[r * b + c] = T(0);
+}
+
+/// Copies A's partial blocks (in the order of sc.part_pos) with the mask applied.
+template <ScreenValue T>
+std::vector<T> masked_partials(const BsrMatrix<T>& A, const Screen& sc) {
+  const index_t b = A.block_size();
+  std::vector<T> out = detail::make_vector<T>(
+      detail::checked_mul(static_cast<index_t>(sc.part_pos.size()), b * b, "screened_spmm: partial blocks"),
+      "screened_spmm: partial blocks");
+  for (index_t bi = 0; bi + 1 < static_cast<index_t>(sc.part_ptr.size()); ++bi)
+    for (index_t p = sc.part_ptr[bi]; p < sc.part_ptr[bi + 1]; ++p) {
+      std::copy_n(A.block(sc.part_pos[p]).data(), b * b, out.data() + p * b * b);
+      apply_mask(out.data() + p * b * b, b, bi, sc.part_idx[p], sc);
+    }
+  return out;
+}
+
+/// C (= or +=, by beta) the product of the blocks listed by (ptr, idx, perm) with B.
+template <ScreenValue T>
+void tile_product(const BsrStructure& st, const std::vector<index_t>& ptr, const std::vector<index_t>& idx,
+                  const index_t* perm, const T* blocks, T beta, DenseView<const T> B, DenseView<T> C) {
+  const kernels::cpu::BsrProduct<T, T> prod{st.block_size(), st.rows(), st.cols(), st.block_cols(), B.cols,
+                                            ptr.data(), idx.data(), perm, false, blocks, T(1), beta, B.data, B.ld,
+                                            C.data, C.ld};
+  const double work = static_cast<double>(idx.size()) * static_cast<double>(st.block_size() * st.block_size()) *
+                      static_cast<double>(B.cols);
+  const std::vector<index_t> split = detail::balanced_split(ptr, detail::parts_for(st.block_rows(), work));
+  detail::run_packed(dispatch::bsr_kernels<T, T>(), prod, st.block_cols(), split);
+}
+
+}  // namespace
+
+template <ScreenValue T>
+std::vector<double> schwarz_bounds(std::span<const T> diag) {
+  return bounds_of(diag, "schwarz_bounds", "diag");
+}
+
+CsrMatrix<double> screen_quartets(std::span<const double> Q, double threshold) {
+  detail::check_threshold(threshold, "screen_quartets");
+  check_bounds(Q, "screen_quartets");
+  const auto n = static_cast<index_t>(Q.size());
+  std::vector<index_t> ptr{0}, col;
+  std::vector<double> val;
+  for (index_t i = 0; i < n; ++i) {
+    for (index_t j = 0; j < n; ++j)
+      if (Q[i] * Q[j] > threshold) {
+        col.push_back(j);
+        val.push_back(Q[i] * Q[j]);
+      }
+    ptr.push_back(static_cast<index_t>(col.size()));
+  }
+  return {n, n, std::move(ptr), std::move(col), std::move(val)};
+}
+
+template <ScreenValue T>
+CsrMatrix<T> density_screen(std::span<const double> Q, const CsrMatrix<T>& P, double threshold) {
+  detail::check_threshold(threshold, "density_screen");
+  check_bounds(Q, "density_screen");
+  detail::check_dim(static_cast<index_t>(Q.size()), P.rows(), "density_screen", "Q", "elements", "P.rows()");
+  detail::check_dim(P.cols(), P.rows(), "density_screen", "P", "columns", "P.rows()");
+  std::vector<index_t> ptr{0}, col;
+  std::vector<T> val;
+  for (index_t i = 0; i < P.rows(); ++i) {
+    for (index_t p = P.row_ptr()[i]; p < P.row_ptr()[i + 1]; ++p) {
+      const index_t j = P.col_indices()[p];
+      if (Q[i] * Q[j] * std::fabs(static_cast<double>(P.values()[p])) > threshold) {
+        col.push_back(j);
+        val.push_back(P.values()[p]);
+      }
+    }
+    ptr.push_back(static_cast<index_t>(col.size()));
+  }
+  return {P.rows(), P.cols(), std::move(ptr), std::move(col), std::move(val)};
+}
+
+template <ScreenValue T>
+SparsityStats sparsity_stats(const CsrMatrix<T>& A) {
+  SparsityStats st{A.rows(), A.cols(), A.nnz()};
+  const double cells = static_cast<double>(A.rows()) * static_cast<double>(A.cols());
+  st.density = cells > 0 ? static_cast<double>(A.nnz()) / cells : 0.0;
+  st.screened_fraction = cells > 0 ? 1.0 - st.density : 0.0;
+  if (A.rows() == 0) return st;
+  st.row_min = std::numeric_limits<index_t>::max();
+  for (index_t i = 0; i < A.rows(); ++i) {
+    const index_t len = A.row_ptr()[i + 1] - A.row_ptr()[i];
+    st.row_min = std::min(st.row_min, len);
+    st.row_max = std::max(st.row_max, len);
+  }
+  st.row_mean = static_cast<double>(A.nnz()) / static_cast<double>(A.rows());
+  return st;
+}
+
+template <ScreenValue T>
+Dense<T> screened_spmm(const BsrMatrix<T>& A, std::span<const std::type_identity_t<T>> row_diag,
+                       std::span<const std::type_identity_t<T>> col_diag, DenseView<const std::type_identity_t<T>> B,
+                       double threshold) {
+  const char* who = "screened_spmm";
+  const Screen sc = screen_blocks(A, row_diag, col_diag, threshold, who);
+  detail::check_dim(B.rows, A.cols(), who, "B", "rows", "A.cols()");
+  Dense<T> C(A.rows(), B.cols);
+  if (C.rows() == 0 || C.cols() == 0) return C;
+  const BsrStructure& st = A.structure();
+  tile_product(st, sc.full_ptr, sc.full_idx, sc.full_pos.data(), A.blocks().data(), T(0), B, C.view());
+  if (!sc.part_pos.empty()) {
+    const std::vector<T> partial = masked_partials(A, sc);
+    tile_product(st, sc.part_ptr, sc.part_idx, nullptr, partial.data(), T(1), B, C.view());
+  }
+  return C;
+}
+
+template <ScreenValue T>
+Dense<T> screened_spmm(const BsrMatrix<T>& A, std::span<const std::type_identity_t<T>> diag,
+                       DenseView<const std::type_identity_t<T>> B, double threshold) {
+  return screened_spmm<T>(A, diag, diag, B, threshold);
+}
+
+template <ScreenValue T>
+SpmmGradients<BsrMatrix<T>, T> screened_spmm_backward(const BsrMatrix<T>& A,
+                                                      std::span<const std::type_identity_t<T>> row_diag,
+                                                      std::span<const std::type_identity_t<T>> col_diag,
+                                                      DenseView<const std::type_identity_t<T>> B,
+                                                      DenseView<const std::type_identity_t<T>> dC, double threshold) {
+  const char* who = "screened_spmm_backward";
+  const Screen sc = screen_blocks(A, row_diag, col_diag, threshold, who);
+  detail::check_dim(B.rows, A.cols(), who, "B", "rows", "A.cols()");
+  detail::check_dim(dC.rows, A.rows(), who, "dC", "rows", "A.rows()");
+  detail::check_dim(dC.cols, B.cols, who, "dC", "columns", "B.cols");
+  const BsrStructure& st = A.structure();
+  const index_t b = st.block_size();
+  // The kept blocks (full and partial, in A's order) as a structure of their own.
+  std::vector<index_t> ptr{0}, idx, pos;
+  for (index_t bi = 0; bi < st.block_rows(); ++bi) {
+    for (index_t q = st.block_row_ptr()[bi]; q < st.block_row_ptr()[bi + 1]; ++q)
+      if (sc.tile[static_cast<std::size_t>(q)] != Tile::skip) {
+        idx.push_back(st.block_col_indices()[q]);
+        pos.push_back(q);
+      }
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  const auto kept = BsrStructure::make(st.rows(), st.cols(), b, std::move(ptr), std::move(idx));
+  // dA = (dC Bᵀ) ∘ M: SDDMM on the kept blocks only, then scattered and masked.
+  BsrMatrix<T> g(kept);
+  sampled_matmul(acc_t<T>(1), dC, B, acc_t<T>(0), g);
+  SpmmGradients<BsrMatrix<T>, T> out{BsrMatrix<T>(A.structure_ptr()), Dense<T>(A.cols(), B.cols)};
+  BsrMatrix<T> masked(kept);  // A ∘ M on the kept blocks
+  for (index_t bi = 0; bi < kept->block_rows(); ++bi)
+    for (index_t p = kept->block_row_ptr()[bi]; p < kept->block_row_ptr()[bi + 1]; ++p) {
+      const index_t q = pos[p], bj = kept->block_col_indices()[p];
+      T* da = out.dA.block(q).data();
+      T* m = masked.block(p).data();
+      std::copy_n(g.block(p).data(), b * b, da);
+      std::copy_n(A.block(q).data(), b * b, m);
+      if (sc.tile[static_cast<std::size_t>(q)] == Tile::partial) {
+        apply_mask(da, b, bi, bj, sc);
+        apply_mask(m, b, bi, bj, sc);
+      }
+    }
+  // dB = (A ∘ M)ᵀ dC.
+  spmm_transposed(acc_t<T>(1), masked, dC, acc_t<T>(0), out.dB.view());
+  return out;
+}
+
+#define TRNSPARSE_INSTANTIATE(T)                                                                                     \
+  template std::vector<double> schwarz_bounds<T>(std::span<const T>);                                              \
+  template CsrMatrix<T> density_screen<T>(std::span<const double>, const CsrMatrix<T>&, double);                  \
+  template SparsityStats sparsity_stats<T>(const CsrMatrix<T>&);                                                    \
+  template Dense<T> screened_spmm<T>(const BsrMatrix<T>&, std::span<const T>, std::span<const T>,                  \
+                                     DenseView<const T>, double);                                                   \
+  template Dense<T> screened_spmm<T>(const BsrMatrix<T>&, std::span<const T>, DenseView<const T>, double);         \
+  template SpmmGradients<BsrMatrix<T>, T> screened_spmm_backward<T>(const BsrMatrix<T>&, std::span<const T>,       \
+                                                                    std::span<const T>, DenseView<const T>,        \
+                                                                    DenseView<const T>, double);
+TRNSPARSE_INSTANTIATE(float)
+TRNSPARSE_INSTANTIATE(double)
+#undef TRNSPARSE_INSTANTIATE
+
+}  // namespace trnsparse

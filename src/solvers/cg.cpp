@@ -1,0 +1,202 @@
+// Conjugate gradients, one or many right-hand sides (one code path: a single right-hand
+// side is the n x 1 case, so column j of a block solve is the single solve of column j).
+//
+// Per iteration, over n x k row-major blocks (k right-hand sides):
+//   1. Q = A P with pq_j = P_jᵀ Q_j: for a CSR operator, chunk by chunk (the chunk's rows
+//      of Q, then their dot while in cache); otherwise the product, then one pass;
+//   2. one pass: X += α P, R -= α Q, Z = M⁻¹ R, with rr_j = R_jᵀ R_j and rz_j = R_jᵀ Z_j;
+//   3. one pass: P = Z + β P.
+// (Without a preconditioner Z is R and is not stored.) Reductions run through
+// ChunkedSums: fixed order, bitwise the same for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "dispatch/dispatch.hpp"
+#include "solvers/chunked.hpp"
+#include "trnsparse/solvers.hpp"
+
+namespace trnsparse {
+
+namespace {
+
+using solvers::ChunkedSums;
+using solvers::for_rows;
+
+/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in `pq` (m = k).
+template <SolverValue T>
+void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t k, ChunkedSums& pq) {
+  const auto dot_rows = [=](index_t r0, index_t r1, double* lanes) {
+    for_rows(r0, r1, [&](index_t i, index_t l) {
+      for (index_t j = 0; j < k; ++j)
+        lanes[l * k + j] += static_cast<double>(P[i * k + j]) * static_cast<double>(Q[i * k + j]);
+    });
+  };
+  const double elements = static_cast<double>(n) * static_cast<double>(k);
+  if (const CsrMatrix<T>* csr = A.csr()) {
+    const kernels::cpu::CsrProduct<T> prod{k,    csr->row_ptr().data(), csr->col_indices().data(), csr->values().data(),
+                                           T(1), T(0), P, k, Q, k};
+    const auto& kernel = dispatch::csr_kernels<T>();
+    pq.run(static_cast<double>(csr->nnz()) * static_cast<double>(k) + elements,
+           [&](index_t r0, index_t r1, double* lanes) {
+             kernel.spmm(prod, r0, r1);
+             dot_rows(r0, r1, lanes);
+           });
+  } else {
+    A.apply(DenseView<const T>(P, n, k, k), DenseView<T>(Q, n, k, k));
+    pq.run(2.0 * elements, dot_rows);
+  }
+}
+
+template <SolverValue T>
+BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, const CgOptions<T>& opt) {
+  const char* who = "cg";
+  const index_t n = A.size(), k = B.cols;
+  detail::check_dim(B.rows, n, who, "b", "rows", "A.size()");
+  if (!(opt.tol >= 0.0)) throw InvalidArgument(detail::concat(who, ": tol = ", opt.tol, " must be >= 0"));
+  detail::check_nonnegative(opt.max_iter, "cg: max_iter");
+  for (index_t i = 0; i < n; ++i)
+    for (index_t j = 0; j < k; ++j)
+      if (!std::isfinite(B(i, j)))
+        throw InvalidArgument(detail::concat(who, ": b(", i, ", ", j, ") = ", B(i, j), ", expected a finite value"));
+  solvers::check_vector(opt.x0, detail::checked_mul(n, k, "cg: n * k"), true, who, "x0", "n * k");
+  solvers::check_vector(opt.preconditioner, n, true, who, "preconditioner", "A.size()");
+
+  BlockSolveResult<T> res{Dense<T>(n, k), std::vector<index_t>(static_cast<std::size_t>(k), 0),
+                          std::vector<double>(static_cast<std::size_t>(k), 0.0),
+                          std::vector<SolveStatus>(static_cast<std::size_t>(k), SolveStatus::max_iterations)};
+  if (k == 0) return res;
+  const std::size_t nk = static_cast<std::size_t>(n * k);
+  T* X = res.X.values().data();
+  const T* minv = opt.preconditioner.empty() ? nullptr : opt.preconditioner.data();
+  std::vector<T> R = detail::make_vector<T>(n * k, "cg: residual"), P = detail::make_vector<T>(n * k, "cg: direction"),
+                 Q = detail::make_vector<T>(n * k, "cg: product"),
+                 Z = minv ? detail::make_vector<T>(n * k, "cg: preconditioned residual") : std::vector<T>{};
+  T* z_out = minv ? Z.data() : R.data();
+  const double elements = static_cast<double>(nk);
+  if (!opt.x0.empty()) {
+    std::copy(opt.x0.begin(), opt.x0.end(), X);
+    A.apply(DenseView<const T>(X, n, k, k), DenseView<T>(Q.data(), n, k, k));
+  }
+
+  // R = B - A X0, Z = M⁻¹ R, P = Z, with bᵀb, rᵀr, rᵀz per column.
+  std::vector<double> bb(static_cast<std::size_t>(k)), rz(static_cast<std::size_t>(k));
+  std::vector<double> alpha(static_cast<std::size_t>(k)), beta(static_cast<std::size_t>(k));
+  std::vector<char> active(static_cast<std::size_t>(k), 1);
+  {
+    ChunkedSums init(n, 3 * k);
+    const bool has_x0 = !opt.x0.empty();
+    init.run(3.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
+      for_rows(r0, r1, [&](index_t i, index_t l) {
+        for (index_t j = 0; j < k; ++j) {
+          const T bij = B(i, j);
+          const T r = has_x0 ? bij - Q[i * k + j] : bij;
+          const T z = minv ? minv[i] * r : r;
+          R[i * k + j] = r;
+          z_out[i * k + j] = z;
+          P[i * k + j] = z;
+          lanes[(l * 3) * k + j] += static_cast<double>(bij) * static_cast<double>(bij);
+          lanes[(l * 3 + 1) * k + j] += static_cast<double>(r) * static_cast<double>(r);
+          lanes[(l * 3 + 2) * k + j] += static_cast<double>(r) * static_cast<double>(z);
+        }
+      });
+    });
+    for (index_t j = 0; j < k; ++j) {
+      bb[j] = init.sum(j);
+      rz[j] = init.sum(2 * k + j);
+      if (bb[j] == 0.0) {  // b = 0: x = 0 exactly
+        for (index_t i = 0; i < n; ++i) X[i * k + j] = T(0);
+        res.status[j] = SolveStatus::converged;
+        active[j] = 0;
+        continue;
+      }
+      res.rel_residual[j] = std::sqrt(init.sum(k + j) / bb[j]);
+      if (res.rel_residual[j] <= opt.tol) res.status[j] = SolveStatus::converged;
+      else if (!(rz[j] > 0.0 && std::isfinite(rz[j]))) res.status[j] = SolveStatus::breakdown;
+      else continue;
+      active[j] = 0;
+    }
+  }
+
+  ChunkedSums pq(n, k), update(n, 2 * k);
+  for (index_t it = 1; it <= opt.max_iter && std::ranges::find(active, 1) != active.end(); ++it) {
+    apply_dot(A, P.data(), Q.data(), n, k, pq);
+    for (index_t j = 0; j < k; ++j) {
+      if (!active[j]) continue;
+      const double pAp = pq.sum(j);
+      alpha[j] = rz[j] / pAp;
+      if (!(pAp > 0.0 && std::isfinite(alpha[j]))) {  // A not SPD, or a NaN/inf in A p
+        res.status[j] = SolveStatus::breakdown;
+        active[j] = 0;
+      }
+    }
+    update.run(5.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
+      for_rows(r0, r1, [&](index_t i, index_t l) {
+        for (index_t j = 0; j < k; ++j) {
+          if (!active[j]) continue;
+          const std::size_t e = static_cast<std::size_t>(i * k + j);
+          const T a = static_cast<T>(alpha[j]);
+          X[e] += a * P[e];
+          const T r = R[e] - a * Q[e];
+          R[e] = r;
+          const T z = minv ? minv[i] * r : r;
+          z_out[e] = z;
+          lanes[(l * 2) * k + j] += static_cast<double>(r) * static_cast<double>(r);
+          lanes[(l * 2 + 1) * k + j] += static_cast<double>(r) * static_cast<double>(z);
+        }
+      });
+    });
+    double worst = 0.0;
+    for (index_t j = 0; j < k; ++j) {
+      if (!active[j]) continue;
+      const double rel = std::sqrt(update.sum(j) / bb[j]), rz_new = update.sum(k + j);
+      res.iterations[j] = it;
+      res.rel_residual[j] = rel;
+      worst = std::max(worst, rel);
+      if (!std::isfinite(rel)) res.status[j] = SolveStatus::breakdown;
+      else if (rel <= opt.tol) res.status[j] = SolveStatus::converged;
+      else if (!(rz_new > 0.0 && std::isfinite(rz_new))) res.status[j] = SolveStatus::breakdown;  // M not SPD
+      else {
+        beta[j] = rz_new / rz[j];
+        rz[j] = rz_new;
+        continue;
+      }
+      active[j] = 0;
+    }
+    if (opt.callback && !opt.callback(it, worst)) {
+      for (index_t j = 0; j < k; ++j)
+        if (active[j]) res.status[j] = SolveStatus::stopped;
+      break;
+    }
+    update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) {
+      for (index_t i = r0; i < r1; ++i)
+        for (index_t j = 0; j < k; ++j)
+          if (active[j]) P[i * k + j] = z_out[i * k + j] + static_cast<T>(beta[j]) * P[i * k + j];
+    });
+  }
+  return res;
+}
+
+}  // namespace
+
+template <SolverValue T>
+BlockSolveResult<T> cg(const LinearOperator<T>& A, DenseView<const std::type_identity_t<T>> B, const CgOptions<T>& options) {
+  return block_cg(A, B, options);
+}
+
+template <SolverValue T>
+SolveResult<T> cg(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b, const CgOptions<T>& options) {
+  detail::check_dim(static_cast<index_t>(b.size()), A.size(), "cg", "b", "elements", "A.size()");
+  BlockSolveResult<T> block = block_cg(A, DenseView<const T>(b.data(), A.size(), 1, 1), options);
+  const std::span<const T> x = block.X.values();
+  return {std::vector<T>(x.begin(), x.end()), block.iterations[0], block.rel_residual[0], block.status[0]};
+}
+
+#define TRNSPARSE_INSTANTIATE(T)                                                                                  \
+  template SolveResult<T> cg<T>(const LinearOperator<T>&, std::span<const T>, const CgOptions<T>&);             \
+  template BlockSolveResult<T> cg<T>(const LinearOperator<T>&, DenseView<const T>, const CgOptions<T>&);
+TRNSPARSE_INSTANTIATE(float)
+TRNSPARSE_INSTANTIATE(double)
+#undef TRNSPARSE_INSTANTIATE
+
+}  // namespace trnsparse

@@ -1,0 +1,87 @@
+// Internal: deterministic passes over n x m row-major blocks for the solvers.
+//
+// Rows are cut into chunks of kChunkRows (a constant: the cut never depends on the thread
+// count). A pass runs a body on every chunk, in parallel; the body updates its rows and
+// adds the terms of up to `m` reductions into its chunk's lane slots, row i of a chunk
+// going to lane (i - chunk start) % kLanes. The result of reduction j sums, in order, the
+// lanes of chunk 0, then of chunk 1, ... Every partial sum therefore has one fixed
+// order, and a pass gives bitwise identical results for 1, 2, 3 ... threads. Lanes let
+// the compiler keep kLanes independent sums in flight; all reductions are in fp64.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "ops/run.hpp"
+#include "runtime/checks.hpp"
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::solvers {
+
+inline constexpr index_t kChunkRows = 4096;
+inline constexpr index_t kLanes = 8;
+
+/// The lane slots of `m` reductions over the chunks of n rows, allocated once per solve
+/// and reused by every pass.
+class ChunkedSums {
+public:
+  ChunkedSums(index_t n, index_t m)
+      : n_(n), m_(m), chunks_(detail::ceil_div(n, kChunkRows)),
+        lanes_(detail::make_vector<double>(chunks_ * kLanes * std::max<index_t>(m, 1), "solver: reduction lanes")) {}
+
+  /// Runs body(r0, r1, lanes) for every chunk [r0, r1) of rows, lanes[l * m + j] being
+  /// the zeroed lane l of reduction j, on threads granted for `elements` touched values.
+  template <class Body>
+  void run(double elements, Body&& body) {
+    const int parts = detail::parts_for(chunks_, elements);
+    detail::parallel_parts(parts, [&](int t) {
+      for (index_t c = chunks_ * t / parts; c < chunks_ * (t + 1) / parts; ++c) {
+        double* lanes = lanes_.data() + c * kLanes * m_;
+        std::fill(lanes, lanes + kLanes * m_, 0.0);
+        body(c * kChunkRows, std::min(n_, (c + 1) * kChunkRows), lanes);
+      }
+    });
+  }
+
+  /// Reduction j of the last run: lanes in order within a chunk, then chunks in order.
+  [[nodiscard]] double sum(index_t j) const {
+    double total = 0.0;
+    for (index_t c = 0; c < chunks_; ++c) {
+      double chunk = 0.0;
+      for (index_t l = 0; l < kLanes; ++l) chunk += lanes_[(c * kLanes + l) * m_ + j];
+      total += chunk;
+    }
+    return total;
+  }
+
+private:
+  index_t n_;
+  index_t m_;
+  index_t chunks_;
+  std::vector<double> lanes_;
+};
+
+/// Calls row_fn(i, lane) for rows [r0, r1), lane = (i - r0) % kLanes, without a division.
+template <class RowFn>
+inline void for_rows(index_t r0, index_t r1, RowFn&& row_fn) {
+  for (index_t i = r0; i < r1; i += kLanes) {
+    const index_t end = std::min(kLanes, r1 - i);
+    for (index_t l = 0; l < end; ++l) row_fn(i + l, l);
+  }
+}
+
+/// Checks that `v` has `want` elements (named `want_name`) or, when `optional`, none,
+/// and that they are finite: DimensionMismatch / InvalidArgument naming `who` and `what`.
+template <class T>
+void check_vector(std::span<const T> v, index_t want, bool optional, const char* who, const char* what,
+                  const char* want_name) {
+  if (optional && v.empty()) return;
+  detail::check_dim(static_cast<index_t>(v.size()), want, who, what, "elements", want_name);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      throw InvalidArgument(detail::concat(who, ": ", what, "[", i, "] = ", v[i], ", expected a finite value"));
+}
+
+}  // namespace trnsparse::solvers

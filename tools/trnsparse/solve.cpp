@@ -1,0 +1,133 @@
+/// @file solve.cpp
+/// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
+/// [--precond jacobi|none] [--poisson N] [--json]`: conjugate gradients (float64, CSR) on
+/// a Matrix Market matrix or, without a file, on the embedded 3D Poisson problem
+/// poisson3d(N). On a terminal a progress line shows the iteration, the relative
+/// residual and the mean convergence rate per iteration; a summary follows.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "trnsparse/convert.hpp"
+#include "trnsparse/generators.hpp"
+#include "trnsparse/io.hpp"
+#include "trnsparse/solvers.hpp"
+
+namespace trnsparse::cli {
+namespace {
+
+struct SolveCliOptions {
+  std::string file;
+  std::string rhs = "ones";
+  double tol = 1e-8;
+  index_t max_iter = 10000;
+  std::string precond = "jacobi";
+  index_t poisson = 64;
+  bool json = false;
+};
+
+/// The right-hand side: all ones, a fixed pseudo-random vector in [-1, 1), or the single
+/// column of a Matrix Market file with n rows.
+std::vector<double> right_hand_side(const std::string& rhs, index_t n) {
+  std::vector<double> b(static_cast<std::size_t>(n), 1.0);
+  if (rhs == "ones") return b;
+  if (rhs == "random") {
+    std::uint64_t state = 0x243f6a8885a308d3ull;  // xorshift64: the same vector every run
+    for (double& v : b) {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      v = static_cast<double>(state >> 11) * 0x1p-52 - 1.0;
+    }
+    return b;
+  }
+  const Dense<double> d = to_dense(read_matrix_market(rhs).entries);
+  if (d.rows() != n || d.cols() != 1)
+    throw InvalidArgument(rhs + ": right-hand side is " + std::to_string(d.rows()) + " x " + std::to_string(d.cols()) +
+                          ", expected " + std::to_string(n) + " x 1");
+  const std::span<const double> v = d.values();
+  return {v.begin(), v.end()};
+}
+
+void run_solve(const SolveCliOptions& o) {
+  const bool from_file = !o.file.empty();
+  const CsrMatrix<double> A = from_file ? to_csr(read_matrix_market(o.file).entries) : poisson3d<double>(o.poisson);
+  const std::string problem = from_file ? o.file : "poisson3d(" + std::to_string(o.poisson) + ")";
+  const LinearOperator<double> op(A);
+  const std::vector<double> b = right_hand_side(o.rhs, A.rows());
+  const std::vector<double> M = o.precond == "jacobi" ? jacobi_preconditioner(A) : std::vector<double>{};
+
+  const bool progress = !o.json && isatty(fileno(stdout)) == 1;
+  double first = std::nan("");
+  CgOptions<double> options{.tol = o.tol, .max_iter = o.max_iter, .preconditioner = M};
+  if (progress)
+    options.callback = [&first](index_t it, double rel) {
+      if (it == 1) first = rel;
+      const double rate = it > 1 ? std::pow(rel / first, 1.0 / static_cast<double>(it - 1)) : std::nan("");
+      std::printf("\riteration %6lld  residual %.3e  rate %.4f", static_cast<long long>(it), rel, rate);
+      std::fflush(stdout);
+      return true;
+    };
+  const auto start = std::chrono::steady_clock::now();
+  const SolveResult<double> res = cg(op, std::span<const double>(b), options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (progress) std::printf("\n");
+
+  if (o.json) {
+    JsonObject line;
+    line.string("problem", problem)
+        .integer("n", A.rows())
+        .integer("nnz", A.nnz())
+        .string("precond", o.precond)
+        .boolean("converged", res.converged())
+        .string("status", to_string(res.status))
+        .integer("iterations", res.iterations)
+        .number("rel_residual", res.rel_residual)
+        .number("seconds", seconds);
+    print_line(line.str());
+    return;
+  }
+  std::printf("%s: %lld x %lld, %lld non-zeros, preconditioner %s\n", problem.c_str(),
+              static_cast<long long>(A.rows()), static_cast<long long>(A.cols()), static_cast<long long>(A.nnz()),
+              o.precond.c_str());
+  std::printf("cg: %s after %lld iterations, relative residual %.3e, %.3f s (%.3f ms per iteration)\n",
+              std::string(to_string(res.status)).c_str(), static_cast<long long>(res.iterations), res.rel_residual,
+              seconds, res.iterations > 0 ? 1e3 * seconds / static_cast<double>(res.iterations) : 0.0);
+}
+
+}  // namespace
+
+Subcommand add_solve(CLI::App& app) {
+  auto o = std::make_shared<SolveCliOptions>();
+  CLI::App* command = app.add_subcommand(
+      "solve", "Conjugate gradients on a Matrix Market file or, without one, on the 3D Poisson problem");
+  command->add_option("file", o->file, "Matrix Market file of a symmetric positive definite matrix")
+      ->check(CLI::ExistingFile);
+  command->add_option("--rhs", o->rhs, "Right-hand side: ones, random, or a Matrix Market n x 1 file")
+      ->capture_default_str();
+  command->add_option("--tol", o->tol, "Tolerance on ||b - Ax|| / ||b||")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--maxiter", o->max_iter, "Maximum number of iterations")
+      ->check(CLI::Range(index_t{0}, index_t{1} << 40))
+      ->capture_default_str();
+  command->add_option("--precond", o->precond, "Preconditioner")
+      ->check(CLI::IsMember({"jacobi", "none"}))
+      ->capture_default_str();
+  command->add_option("--poisson", o->poisson, "Grid points per dimension of the embedded problem (N^3 rows)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  add_json_flag(*command, o->json);
+  return {command, [o] { run_solve(*o); }};
+}
+
+}  // namespace trnsparse::cli
