@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "runtime/value.hpp"
@@ -25,10 +26,17 @@ void canonicalize_compressed(std::vector<index_t>& ptr, std::vector<index_t>& id
   new_values.reserve(values.size());
   std::vector<index_t> order;
   std::vector<acc_t<T>> sum(static_cast<std::size_t>(chunk));
+  const auto by_index = [&](index_t a, index_t b) { return idx[a] < idx[b]; };
   for (index_t i = 0; i < n_rows; ++i) {
     order.resize(static_cast<std::size_t>(ptr[i + 1] - ptr[i]));
     std::iota(order.begin(), order.end(), ptr[i]);
-    std::stable_sort(order.begin(), order.end(), [&](index_t a, index_t b) { return idx[a] < idx[b]; });
+    // Short rows by insertion (stable, and no temporary buffer per row as stable_sort's).
+    if (order.size() <= 32) {
+      for (std::size_t q = 1; q < order.size(); ++q)
+        for (std::size_t r = q; r > 0 && by_index(order[r], order[r - 1]); --r) std::swap(order[r], order[r - 1]);
+    } else {
+      std::stable_sort(order.begin(), order.end(), by_index);
+    }
     for (std::size_t q = 0; q < order.size();) {
       const index_t col = idx[order[q]];
       std::fill(sum.begin(), sum.end(), acc_t<T>(0));
