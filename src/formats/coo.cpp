@@ -1,6 +1,7 @@
 #include "trnsparse/coo.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "runtime/checks.hpp"
 #include "runtime/value.hpp"
@@ -52,14 +53,38 @@ bool CooMatrix<T>::is_canonical() const noexcept {
 template <Value T>
 void CooMatrix<T>::canonicalize() {
   if (is_canonical()) return;
-  // A counting sort by row, then each row sorted by column with duplicates summed in
-  // input order (to_csr): O(nnz log(row length) + rows), not a global comparison sort.
-  const CsrMatrix<T> c = to_csr(*this);
-  const auto ptr = c.row_ptr();
-  row_idx_.resize(static_cast<std::size_t>(c.nnz()));
-  for (index_t i = 0; i < c.rows(); ++i) std::fill(row_idx_.begin() + ptr[i], row_idx_.begin() + ptr[i + 1], i);
-  col_idx_.assign(c.col_indices().begin(), c.col_indices().end());
-  values_.assign(c.values().begin(), c.values().end());
+  if (rows_ <= nnz()) {
+    // A counting sort by row, then each row sorted by column with duplicates summed in
+    // input order (to_csr): O(nnz log(row length) + rows).
+    const CsrMatrix<T> c = to_csr(*this);
+    const auto ptr = c.row_ptr();
+    row_idx_.resize(static_cast<std::size_t>(c.nnz()));
+    for (index_t i = 0; i < c.rows(); ++i) std::fill(row_idx_.begin() + ptr[i], row_idx_.begin() + ptr[i + 1], i);
+    col_idx_.assign(c.col_indices().begin(), c.col_indices().end());
+    values_.assign(c.values().begin(), c.values().end());
+    return;
+  }
+  // More rows than entries (a huge, nearly empty shape): a comparison sort, whose cost
+  // does not grow with the shape.
+  std::vector<std::size_t> order(values_.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return row_idx_[a] != row_idx_[b] ? row_idx_[a] < row_idx_[b] : col_idx_[a] < col_idx_[b];
+  });
+  std::vector<index_t> rows, cols;
+  std::vector<T> vals;
+  for (std::size_t q = 0; q < order.size();) {
+    const index_t i = row_idx_[order[q]], j = col_idx_[order[q]];
+    acc_t<T> sum = 0;
+    for (; q < order.size() && row_idx_[order[q]] == i && col_idx_[order[q]] == j; ++q)
+      sum += detail::widen(values_[order[q]]);
+    rows.push_back(i);
+    cols.push_back(j);
+    vals.push_back(detail::value_cast<T>(sum));
+  }
+  row_idx_ = std::move(rows);
+  col_idx_ = std::move(cols);
+  values_ = std::move(vals);
 }
 
 template class CooMatrix<float>;
