@@ -14,15 +14,16 @@
 namespace trnsparse::bench {
 
 struct Options {
-  std::string section = "bsr";  ///< bsr | csr | spmv
+  std::string section = "bsr";  ///< bsr | csr | spmv | attn | solve | screen
   std::vector<index_t> sizes{4096, 8192};
   std::vector<index_t> widths{1, 128, 512};
+  std::vector<index_t> head_dims{64, 128};  ///< attn: head dimensions
   std::vector<double> densities{0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0};
   std::string dtype = "fp32";  ///< fp32 | fp64 | bf16
   index_t block_size = 128;
   int reps = 5;
   int threads = 0;           ///< 0: the library default
-  index_t poisson_n = 150;   ///< spmv: the Poisson grid edge
+  index_t poisson_n = 150;   ///< spmv, solve: the Poisson grid edge
   std::vector<std::filesystem::path> matrices;  ///< spmv: Matrix Market files
   double reference_gflop_limit = 4.0;  ///< skip the scalar reference above this much work
   std::string self;          ///< path of this executable, for the OpenBLAS child run

@@ -8,10 +8,13 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench.hpp"
 #include "runtime/rng.hpp"
+#include "trnsparse/csr.hpp"
+#include "trnsparse/dense.hpp"
 
 namespace trnsparse::bench {
 
@@ -49,5 +52,29 @@ inline std::string str(std::string_view s) {
 
 /// The library's portable generator: the same numbers on every platform.
 using Rng = detail::SplitMix64;
+
+/// A rows x cols matrix of values uniform in [-1, 1) (through float, so that every value
+/// type gets the same numbers): the same for the same arguments.
+template <class T>
+Dense<T> random_dense(index_t rows, index_t cols, std::uint64_t seed) {
+  Rng rng{seed};
+  Dense<T> D(rows, cols);
+  for (T& v : D.values()) v = T(static_cast<float>(rng.symmetric()));
+  return D;
+}
+
+/// The upper triangle (with the diagonal) of a square CSR matrix: the half storage of
+/// `spmv_symmetric` when A is symmetric.
+template <class T>
+CsrMatrix<T> upper_triangle(const CsrMatrix<T>& A) {
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<T> vals;
+  for (index_t i = 0; i < A.rows(); ++i) {
+    for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p)
+      if (A.col_indices()[p] >= i) idx.push_back(A.col_indices()[p]), vals.push_back(A.values()[p]);
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  return CsrMatrix<T>(A.rows(), A.cols(), std::move(ptr), std::move(idx), std::move(vals));
+}
 
 }  // namespace trnsparse::bench

@@ -8,8 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "attention.hpp"
 #include "baselines.hpp"
 #include "common.hpp"
+#include "screen.hpp"
+#include "solve.hpp"
 #include "kernels/reference/products.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/error.hpp"
@@ -54,14 +57,6 @@ BsrMatrix<T> random_bsr(index_t n, index_t b, double density, std::uint64_t seed
   for (T& v : A.blocks()) v = T(static_cast<float>(rng.symmetric()));
   A.zero_padding();
   return A;
-}
-
-template <class T>
-Dense<T> random_dense(index_t rows, index_t cols, std::uint64_t seed) {
-  Rng rng{seed};
-  Dense<T> D(rows, cols);
-  for (T& v : D.values()) v = T(static_cast<float>(rng.symmetric()));
-  return D;
 }
 
 /// max over up to 32 sampled rows of |C - A B| / (|A| |B|), the reference in float64.
@@ -289,14 +284,7 @@ void spmv_row(const Options& o, int threads, double stream, const std::string& n
   if (A.rows() == A.cols()) {  // the half-storage product, when A is symmetric
     const CsrMatrix<T> At = transpose(A);
     if (std::ranges::equal(At.col_indices(), A.col_indices()) && std::ranges::equal(At.values(), A.values())) {
-      std::vector<index_t> ptr{0}, idx;
-      std::vector<T> vals;
-      for (index_t i = 0; i < A.rows(); ++i) {
-        for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p)
-          if (A.col_indices()[p] >= i) idx.push_back(A.col_indices()[p]), vals.push_back(A.values()[p]);
-        ptr.push_back(static_cast<index_t>(idx.size()));
-      }
-      const CsrMatrix<T> U(A.rows(), A.cols(), std::move(ptr), std::move(idx), std::move(vals));
+      const CsrMatrix<T> U = upper_triangle(A);
       const double sym = median_ms(o.reps, [&] { spmv_symmetric(T(1), U, Triangle::upper, x, T(0), std::span(y)); });
       row.emplace_back("sym_ms", num(sym));
       row.emplace_back("sym_rel_err", num(csr_rel_err(A, x_dense.view(), y_view())));
@@ -332,8 +320,14 @@ void run(const Options& o, const Emit& emit) {
     if (o.dtype == "fp64") return csr ? csr_section<double>(o, threads, emit) : spmv_section<double>(o, threads, emit);
     throw InvalidArgument("bench: --dtype " + o.dtype + " is not available for section " + o.section +
                           " (CSR kernels are fp32 and fp64)");
+  } else if (o.section == "attn") {
+    return attention_section(o, header("attn", o, threads), emit);
+  } else if (o.section == "solve") {
+    return solve_section(o, header("solve", o, threads), emit);
+  } else if (o.section == "screen") {
+    return screen_section(o, header("screen", o, threads), emit);
   } else {
-    throw InvalidArgument("bench: --section " + o.section + ": expected bsr, csr or spmv");
+    throw InvalidArgument("bench: --section " + o.section + ": expected bsr, csr, spmv, attn, solve or screen");
   }
   throw InvalidArgument("bench: --dtype " + o.dtype + ": expected fp32, fp64 or bf16");
 }

@@ -222,6 +222,50 @@ class Demo(CliTestCase):
         self.assertRegex(result.stdout, r"(?m)^bsr\s+bf16\s+24\s")
 
 
+class Solve(CliTestCase):
+    def test_json_poisson(self):
+        result = run("solve", "--poisson", "10", "--tol", "1e-9", "--json")
+        self.assertStatus(result, 0)
+        [line] = json_lines(result.stdout)
+        self.assertEqual((line["n"], line["precond"], line["status"]), (1000, "jacobi", "converged"))
+        self.assertTrue(line["converged"])
+        self.assertLessEqual(line["rel_residual"], 1e-9)
+        self.assertGreater(line["iterations"], 0)
+        self.assertGreaterEqual(line["seconds"], 0)
+
+    def test_file_with_jacobi_and_without(self):
+        counts = {}
+        for precond in ("jacobi", "none"):
+            result = run("solve", data("1138_bus.mtx"), "--precond", precond, "--rhs", "random", "--maxiter", "20000",
+                         "--json")
+            self.assertStatus(result, 0)
+            [line] = json_lines(result.stdout)
+            self.assertTrue(line["converged"], line)
+            counts[precond] = line["iterations"]
+        self.assertLess(counts["jacobi"], counts["none"])  # 1138_bus is badly scaled: Jacobi helps a lot
+
+    def test_non_convergence_is_reported(self):
+        result = run("solve", "--poisson", "12", "--maxiter", "3", "--json")
+        self.assertStatus(result, 0)
+        [line] = json_lines(result.stdout)
+        self.assertEqual((line["converged"], line["status"], line["iterations"]), (False, "max_iterations", 3))
+
+    def test_text_summary_without_a_progress_line_on_a_pipe(self):
+        result = run("solve", "--poisson", "6")
+        self.assertStatus(result, 0)
+        self.assertRegex(result.stdout, r"poisson3d\(6\): 216 x 216")
+        self.assertRegex(result.stdout, r"cg: converged after \d+ iterations")
+        self.assertNotIn("\r", result.stdout)
+
+    def test_bad_input(self):
+        for args in (["solve", data("malformed", "bad_banner.mtx")], ["solve", "--precond", "ilu"], ["solve", "--tol", "-1"],
+                     ["solve", "--poisson", "4", "--rhs", data("1138_bus.mtx")]):
+            with self.subTest(args=args):
+                result = run(*args)
+                self.assertStatus(result, 1)
+                self.assertNotEqual(result.stderr, "")
+
+
 class Bench(CliTestCase):
     """A tiny run of each `trnsparse bench` section: one JSON object per measurement, with
     the keys docs/benchmarks.md documents and a correct result. Timings are not checked."""
@@ -270,49 +314,64 @@ class Bench(CliTestCase):
         self.assertIn("sym_ms", rows[1])
         self.assertNotIn("sym_ms", rows[2])  # ani1 is not exactly symmetric
 
+    SOLVE_KEYS = {"section", "problem", "storage", "n", "nnz", "iterations", "trnsparse_iter_ms", "trnsparse_total_ms",
+                  "eigen_iter_ms", "eigen_iterations", "petsc_iter_ms", "bound_iter_ms", "stream_gbps", "rel_residual"}
+    SCREEN_KEYS = {"section", "n", "width", "threshold", "kept_fraction", "kept_tile_fraction", "fused_ms",
+                   "unfused_ms", "dense_ms", "rel_err"}
 
-class Solve(CliTestCase):
-    def test_json_poisson(self):
-        result = run("solve", "--poisson", "10", "--tol", "1e-9", "--json")
-        self.assertStatus(result, 0)
-        [line] = json_lines(result.stdout)
-        self.assertEqual((line["n"], line["precond"], line["status"]), (1000, "jacobi", "converged"))
-        self.assertTrue(line["converged"])
-        self.assertLessEqual(line["rel_residual"], 1e-9)
-        self.assertGreater(line["iterations"], 0)
-        self.assertGreaterEqual(line["seconds"], 0)
+    def test_solve_rows_full_upper_and_multi_rhs(self):
+        full, upper, multi = self.bench("--section", "solve", "--poisson", "8")
+        self.assertEqual((full["storage"], upper["storage"]), ("full", "upper"))
+        for row in (full, upper):
+            self.assertLessEqual(self.SOLVE_KEYS, row.keys())
+            self.assertEqual((row["section"], row["problem"], row["n"], row["dtype"]),
+                             ("solve", "poisson3d_8", 512, "fp64"))
+            self.assertEqual((row["status"], row["eigen_status"]), ("converged", "converged"))
+            self.assertLess(row["rel_residual"], 1e-7)  # recomputed from x; the solve's tolerance is 1e-8
+            self.assertLess(row["eigen_rel_residual"], 1e-7)
+            self.assertLessEqual(abs(row["iterations"] - row["eigen_iterations"]), 1)
+            self.assertIsNone(row["petsc_iter_ms"])  # PETSc is not a dependency
+            self.assertGreater(row["bound_iter_ms"], 0)
+        self.assertEqual(full["nnz"], 7 * 512 - 6 * 64)  # 7-point stencil, Dirichlet boundary
+        self.assertEqual(upper["nnz"], (full["nnz"] + 512) // 2)
+        self.assertLess(upper["bytes_per_iter"], full["bytes_per_iter"])
+        self.assertLessEqual(abs(full["iterations"] - upper["iterations"]), 1)
+        self.assertLessEqual({"multi_rhs_ms", "single_solves_ms", "k"}, multi.keys())
+        self.assertEqual((multi["problem"], multi["k"], multi["converged_columns"]), ("poisson3d_8", 16, 16))
+        self.assertEqual(multi["iterations"], multi["single_iterations"])
+        self.assertLess(multi["rel_residual"], 1e-7)
+        self.assertLess(multi["max_abs_diff_vs_single"], 1e-12)
 
-    def test_file_with_jacobi_and_without(self):
-        counts = {}
-        for precond in ("jacobi", "none"):
-            result = run("solve", data("1138_bus.mtx"), "--precond", precond, "--rhs", "random", "--maxiter", "20000",
-                         "--json")
-            self.assertStatus(result, 0)
-            [line] = json_lines(result.stdout)
-            self.assertTrue(line["converged"], line)
-            counts[precond] = line["iterations"]
-        self.assertLess(counts["jacobi"], counts["none"])  # 1138_bus is badly scaled: Jacobi helps a lot
+    def test_screen_rows_for_each_threshold(self):
+        for dtype, tolerance in (("fp32", 1e-5), ("fp64", 1e-12)):
+            rows = self.bench("--section", "screen", "--dtype", dtype, "--size", "256", "--widths", "16",
+                              "--block-size", "32")
+            self.assertEqual(len(rows), 3)
+            for row, keep in zip(rows, (1.0, 0.5, 0.1)):
+                self.assertLessEqual(self.SCREEN_KEYS, row.keys())
+                self.assertEqual((row["section"], row["dtype"], row["n"], row["width"]), ("screen", dtype, 256, 16))
+                self.assertGreaterEqual(row["kept_fraction"], keep)
+                self.assertLess(row["kept_fraction"], keep + 0.02)
+                self.assertLessEqual(row["kept_fraction"], row["kept_tile_fraction"])
+                for key in ("rel_err", "unfused_rel_err", "dense_rel_err"):
+                    self.assertLess(row[key], tolerance, key)
+            self.assertEqual((rows[0]["kept_fraction"], rows[0]["kept_tile_fraction"]), (1, 1))
+            self.assertLess(rows[2]["kept_tile_fraction"], 0.5)  # decaying bounds: most tiles skipped whole
 
-    def test_non_convergence_is_reported(self):
-        result = run("solve", "--poisson", "12", "--maxiter", "3", "--json")
-        self.assertStatus(result, 0)
-        [line] = json_lines(result.stdout)
-        self.assertEqual((line["converged"], line["status"], line["iterations"]), (False, "max_iterations", 3))
+    ATTN_KEYS = {"section", "seq", "head_dim", "mask", "block_density", "dtype", "threads", "fwd_ms", "fwd_bwd_ms",
+                 "dense_fwd_ms", "dense_fwd_bwd_ms", "fwd_rel_err", "bwd_rel_err", "fwd_gflops", "sgemm_gflops"}
 
-    def test_text_summary_without_a_progress_line_on_a_pipe(self):
-        result = run("solve", "--poisson", "6")
-        self.assertStatus(result, 0)
-        self.assertRegex(result.stdout, r"poisson3d\(6\): 216 x 216")
-        self.assertRegex(result.stdout, r"cg: converged after \d+ iterations")
-        self.assertNotIn("\r", result.stdout)
-
-    def test_bad_input(self):
-        for args in (["solve", data("malformed", "bad_banner.mtx")], ["solve", "--precond", "ilu"], ["solve", "--tol", "-1"],
-                     ["solve", "--poisson", "4", "--rhs", data("1138_bus.mtx")]):
-            with self.subTest(args=args):
-                result = run(*args)
-                self.assertStatus(result, 1)
-                self.assertNotEqual(result.stderr, "")
+    def test_attn_rows_for_each_mask(self):
+        for dtype, tolerance in (("fp32", 1e-5), ("bf16", 2e-2)):
+            rows = self.bench("--section", "attn", "--dtype", dtype, "--size", "300", "--head-dims", "20",
+                              "--block-size", "32")
+            self.assertEqual([r["mask"] for r in rows], ["local", "dilated", "global", "full"])
+            for row in rows:
+                self.assertLessEqual(self.ATTN_KEYS, row.keys())
+                self.assertEqual((row["section"], row["dtype"], row["seq"], row["head_dim"]), ("attn", dtype, 300, 20))
+                self.assertLess(row["fwd_rel_err"], tolerance)
+                self.assertLess(row["bwd_rel_err"], tolerance)
+            self.assertEqual(rows[3]["block_density"], 1)
 
 
 def main():

@@ -1,5 +1,5 @@
 /// @file bench.cpp
-/// `trnsparse bench --section bsr|csr|spmv [--size N,..] [--widths K,..]
+/// `trnsparse bench --section bsr|csr|spmv|attn|solve|screen [--size N,..] [--widths K,..] [--head-dims D,..]
 /// [--densities D,..] [--dtype fp32|fp64|bf16] [--block-size B] [--reps R]
 /// [--threads T] [--poisson N] [--matrix FILE]... [--json]`: trnsparse next to its
 /// baselines (OpenBLAS, Eigen, the reference kernels, STREAM, the FMA peak) on the same
@@ -66,10 +66,13 @@ Subcommand add_bench(CLI::App& app) {
   auto options = std::make_shared<bench::Options>();
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark trnsparse against OpenBLAS, Eigen and its reference kernels");
-  cmd->add_option("--section", options->section, "bsr (block-sparse SpMM), csr (CSR SpMM) or spmv")
-      ->check(CLI::IsMember({"bsr", "csr", "spmv", "dense-child"}));
+  cmd->add_option("--section", options->section,
+                  "bsr (block-sparse SpMM), csr (CSR SpMM), spmv, attn (block-sparse attention), solve (CG) "
+                  "or screen (screened SpMM)")
+      ->check(CLI::IsMember({"bsr", "csr", "spmv", "attn", "solve", "screen", "dense-child"}));
   cmd->add_option("--size", options->sizes, "Matrix sizes n (n x n)")->delimiter(',');
   cmd->add_option("--widths", options->widths, "Columns of the dense operand")->delimiter(',');
+  cmd->add_option("--head-dims", options->head_dims, "attn: head dimensions")->delimiter(',');
   cmd->add_option("--densities", options->densities, "Block densities (bsr) or element densities (csr)")
       ->delimiter(',');
   cmd->add_option("--dtype", options->dtype, "fp32, fp64 or bf16")->check(CLI::IsMember({"fp32", "fp64", "bf16"}));
@@ -77,7 +80,8 @@ Subcommand add_bench(CLI::App& app) {
   cmd->add_option("--reps", options->reps, "Timed repetitions (the median is reported)")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", options->threads, "Threads (default: TRNSPARSE_NUM_THREADS or all)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--poisson", options->poisson_n, "spmv: edge of the 3D Poisson grid")->check(CLI::PositiveNumber);
+  cmd->add_option("--poisson", options->poisson_n, "spmv, solve: edge of the 3D Poisson grid")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--matrix", options->matrices, "spmv: Matrix Market files to add")->check(CLI::ExistingFile);
   add_json_flag(*cmd, *json);
   return {cmd, [options, json] {

@@ -1,0 +1,570 @@
+// Block-sparse attention: masks against element predicates, forward and backward against
+// a float64 dense masked-softmax reference (and central finite differences), the CPU
+// kernels against the scalar reference kernels on every ISA, bitwise determinism across
+// thread counts, and argument validation.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <vector>
+
+#include "kernels/reference/attention.hpp"
+#include "support.hpp"
+#include "trnsparse/attention.hpp"
+
+namespace trnsparse::test {
+namespace {
+
+using Pred = std::function<bool(index_t, index_t)>;
+using AttentionRandom = Seeded<>;
+
+/// Every (i, j) of the mask agrees with the predicate; every full block allows all its
+/// logical elements, every partial block some but not all (builders drop empty blocks).
+void expect_mask(const AttentionMask& m, index_t queries, index_t keys, const Pred& pred, bool builder = true) {
+  ASSERT_EQ(m.queries(), queries);
+  ASSERT_EQ(m.keys(), keys);
+  for (index_t i = 0; i < queries; ++i)
+    for (index_t j = 0; j < keys; ++j) ASSERT_EQ(m.allows(i, j), pred(i, j)) << "i = " << i << ", j = " << j;
+  const BsrStructure& s = m.structure();
+  const index_t b = s.block_size();
+  const auto ptr = s.block_row_ptr();
+  const auto col = s.block_col_indices();
+  for (index_t bi = 0; bi < s.block_rows(); ++bi)
+    for (index_t k = ptr[bi]; k < ptr[bi + 1]; ++k) {
+      index_t allowed = 0;
+      const index_t rows = s.row_extent(bi), cols = s.col_extent(col[k]);
+      for (index_t r = 0; r < rows; ++r)
+        for (index_t c = 0; c < cols; ++c) allowed += pred(bi * b + r, col[k] * b + c) ? 1 : 0;
+      if (m.is_full(k)) EXPECT_EQ(allowed, rows * cols) << "full block " << k;
+      else if (builder) EXPECT_TRUE(allowed > 0 && allowed < rows * cols) << "partial block " << k;
+      if (!m.is_full(k)) EXPECT_EQ(m.element_mask(k).size(), static_cast<std::size_t>(b * b));
+    }
+}
+
+// ---- masks ------------------------------------------------------------------------------
+
+TEST(AttentionMask, LocalDilatedGlobalCausal) {
+  for (index_t b : {1, 4, 8, 16}) {
+    SCOPED_TRACE("block " + std::to_string(b));
+    const index_t seq = 45;
+    auto blk = [b](index_t i) { return i / b; };
+    expect_mask(mask::local_window(seq, b, 1), seq, seq,
+                [&](index_t i, index_t j) { return std::abs(blk(i) - blk(j)) <= 1; });
+    expect_mask(mask::local_window(seq, b, 1000), seq, seq, [](index_t, index_t) { return true; });
+    expect_mask(mask::dilated(seq, b, 3), seq, seq, [&](index_t i, index_t j) { return (blk(i) - blk(j)) % 3 == 0; });
+    expect_mask(mask::global_tokens(seq, b, 1, 2), seq, seq, [&](index_t i, index_t j) {
+      return blk(i) < 2 || blk(j) < 2 || std::abs(blk(i) - blk(j)) <= 1;
+    });
+    expect_mask(mask::causal(seq, b), seq, seq, [](index_t i, index_t j) { return j <= i; });
+  }
+  const auto c = mask::causal(40, 8);
+  EXPECT_EQ(c.n_blocks(), 15);
+  EXPECT_EQ(c.n_partial(), 5);
+}
+
+TEST(AttentionMask, Document) {
+  const std::vector<index_t> lengths{5, 0, 17, 3, 20, 1};
+  std::vector<index_t> doc;
+  for (std::size_t d = 0; d < lengths.size(); ++d) doc.insert(doc.end(), static_cast<std::size_t>(lengths[d]), static_cast<index_t>(d));
+  const auto seq = static_cast<index_t>(doc.size());
+  for (bool causal : {false, true})
+    for (index_t b : {1, 4, 8, 64}) {
+      SCOPED_TRACE("block " + std::to_string(b) + (causal ? " causal" : ""));
+      expect_mask(mask::document(lengths, b, causal), seq, seq, [&](index_t i, index_t j) {
+        return doc[static_cast<std::size_t>(i)] == doc[static_cast<std::size_t>(j)] && (!causal || j <= i);
+      });
+    }
+  EXPECT_EQ(mask::document(std::vector<index_t>{}, 4).n_blocks(), 0);
+}
+
+TEST_F(AttentionRandom, MaskUnionIntersectionAndBlockGrid) {
+  const index_t q = 37, k = 29, b = 8, nbr = 5, nbc = 4;
+  std::vector<std::uint8_t> g1(nbr * nbc), g2(nbr * nbc);
+  for (auto& v : g1) v = rng.bernoulli(0.5) ? 1 : 0;
+  for (auto& v : g2) v = rng.bernoulli(0.5) ? 1 : 0;
+  const auto a = mask::from_block_mask(q, k, b, g1);
+  auto grid = [&](const std::vector<std::uint8_t>& g) {
+    return [&g, b](index_t i, index_t j) { return g[static_cast<std::size_t>(i / b * 4 + j / b)] != 0; };
+  };
+  expect_mask(a, q, k, grid(g1));
+  // A mask with element-level partial blocks: random element masks on g2's pattern.
+  std::vector<index_t> ptr{0}, idx;
+  for (index_t i = 0; i < nbr; ++i) {
+    for (index_t j = 0; j < nbc; ++j)
+      if (g2[static_cast<std::size_t>(i * nbc + j)]) idx.push_back(j);
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  std::vector<std::uint8_t> elems(idx.size() * b * b);
+  for (std::size_t t = 0; t < elems.size(); ++t) elems[t] = (t / (b * b)) % 3 == 0 || rng.bernoulli(0.6) ? 1 : 0;
+  const AttentionMask e(BsrStructure::make(q, k, b, ptr, idx), elems);
+  Dense<std::uint8_t> allow_e(q, k);
+  for (index_t i = 0; i < q; ++i)
+    for (index_t j = 0; j < k; ++j) allow_e(i, j) = e.allows(i, j) ? 1 : 0;
+  EXPECT_GT(e.n_partial(), 0);
+  EXPECT_LT(e.n_partial(), e.n_blocks());  // every third block all-ones: classified full
+  expect_mask(e, q, k, [&](index_t i, index_t j) { return allow_e(i, j) != 0; }, false);
+  expect_mask(mask::unite(a, e), q, k, [&](index_t i, index_t j) { return grid(g1)(i, j) || allow_e(i, j) != 0; });
+  expect_mask(mask::intersect(a, e), q, k,
+              [&](index_t i, index_t j) { return grid(g1)(i, j) && allow_e(i, j) != 0; });
+  const auto c = mask::causal(40, 8), w = mask::local_window(40, 8, 1);
+  expect_mask(mask::intersect(c, w), 40, 40, [](index_t i, index_t j) { return j <= i && i / 8 - j / 8 <= 1; });
+}
+
+TEST(AttentionMask, CostsStoredBlocksNotSequenceSquared) {
+  // seq = 2^24 tokens: a seq^2 pass would take hours; the window stores 3 blocks per row.
+  const index_t seq = index_t{1} << 24, b = 128, nb = seq / b;
+  const auto m = mask::local_window(seq, b, 1);
+  EXPECT_EQ(m.n_blocks(), 3 * nb - 2);
+  EXPECT_EQ(m.n_partial(), 0);
+  EXPECT_EQ(mask::causal(seq / 256, b).n_partial(), nb / 256);  // b² bytes per partial block
+}
+
+TEST(AttentionMask, RejectsBadArguments) {
+  EXPECT_THROW(mask::local_window(10, 0, 1), InvalidArgument);
+  EXPECT_THROW(mask::local_window(10, 4, -1), InvalidArgument);
+  EXPECT_THROW(mask::dilated(10, 4, 0), InvalidArgument);
+  EXPECT_THROW(mask::global_tokens(10, 4, 1, -1), InvalidArgument);
+  EXPECT_THROW(mask::causal(-1, 4), InvalidArgument);
+  EXPECT_THROW(mask::document(std::vector<index_t>{3, -1}, 4), InvalidArgument);
+  EXPECT_THROW(mask::from_block_mask(10, 10, 4, std::vector<std::uint8_t>(8)), DimensionMismatch);
+  EXPECT_THROW(mask::unite(mask::causal(10, 4), mask::causal(12, 4)), DimensionMismatch);
+  EXPECT_THROW(mask::intersect(mask::causal(12, 4), mask::causal(12, 3)), DimensionMismatch);
+  EXPECT_THROW(AttentionMask(nullptr), InvalidArgument);
+  EXPECT_THROW(AttentionMask(mask::causal(8, 4).structure_ptr(), std::vector<std::uint8_t>(5)), DimensionMismatch);
+}
+
+// ---- the float64 dense reference -------------------------------------------------------
+
+/// (heads, rows, d) tensors as doubles.
+struct Heads64 {
+  index_t heads, rows, d;
+  std::vector<double> v;
+  double& at(index_t h, index_t i, index_t c) { return v[static_cast<std::size_t>((h * rows + i) * d + c)]; }
+  double at(index_t h, index_t i, index_t c) const { return v[static_cast<std::size_t>((h * rows + i) * d + c)]; }
+};
+
+struct Dense64 {
+  Heads64 O;
+  std::vector<double> lse;
+  Heads64 dQ, dK, dV;
+};
+
+/// softmax(Q Kᵀ scale + mask) V in float64, its lse, and (for dO) the gradients.
+Dense64 dense_attention(const AttentionMask& m, const Heads64& Q, const Heads64& K, const Heads64& V, double scale,
+                        const Heads64* dO) {
+  const index_t H = Q.heads, nq = Q.rows, nk = K.rows, d = Q.d;
+  Dense64 r{{H, nq, d, std::vector<double>(static_cast<std::size_t>(H * nq * d))},
+            std::vector<double>(static_cast<std::size_t>(H * nq)),
+            {H, nq, d, std::vector<double>(static_cast<std::size_t>(H * nq * d))},
+            {H, nk, d, std::vector<double>(static_cast<std::size_t>(H * nk * d))},
+            {H, nk, d, std::vector<double>(static_cast<std::size_t>(H * nk * d))}};
+  std::vector<double> s(static_cast<std::size_t>(nk)), p(static_cast<std::size_t>(nk));
+  for (index_t h = 0; h < H; ++h)
+    for (index_t i = 0; i < nq; ++i) {
+      double mx = -INFINITY;
+      for (index_t j = 0; j < nk; ++j) {
+        double acc = 0;
+        for (index_t c = 0; c < d; ++c) acc += Q.at(h, i, c) * K.at(h, j, c);
+        s[j] = m.allows(i, j) ? acc * scale : -INFINITY;
+        mx = std::max(mx, s[j]);
+      }
+      if (mx == -INFINITY) continue;  // no allowed key: O = 0, lse = 0, no gradient
+      double l = 0;
+      for (index_t j = 0; j < nk; ++j) l += std::exp(s[j] - mx);
+      r.lse[static_cast<std::size_t>(h * nq + i)] = mx + std::log(l);
+      for (index_t j = 0; j < nk; ++j) p[j] = std::exp(s[j] - mx) / l;
+      for (index_t c = 0; c < d; ++c) {
+        double acc = 0;
+        for (index_t j = 0; j < nk; ++j) acc += p[j] * V.at(h, j, c);
+        r.O.at(h, i, c) = acc;
+      }
+      if (dO == nullptr) continue;
+      double D = 0;
+      for (index_t c = 0; c < d; ++c) D += dO->at(h, i, c) * r.O.at(h, i, c);
+      for (index_t j = 0; j < nk; ++j) {
+        if (p[j] == 0) continue;
+        double dp = 0;
+        for (index_t c = 0; c < d; ++c) dp += dO->at(h, i, c) * V.at(h, j, c);
+        const double ds = p[j] * (dp - D);
+        for (index_t c = 0; c < d; ++c) {
+          r.dQ.at(h, i, c) += scale * ds * K.at(h, j, c);
+          r.dK.at(h, j, c) += scale * ds * Q.at(h, i, c);
+          r.dV.at(h, j, c) += p[j] * dO->at(h, i, c);
+        }
+      }
+    }
+  return r;
+}
+
+// ---- problems ---------------------------------------------------------------------------
+
+template <class T>
+struct Problem {
+  index_t batch, heads, nq, nk, d;
+  std::vector<T> Q, K, V, dO, O, dQ, dK, dV;
+  std::vector<float> lse;
+
+  HeadsView<const T> view(const std::vector<T>& x, index_t rows) const { return {x.data(), batch, heads, rows, d}; }
+  HeadsView<T> view(std::vector<T>& x, index_t rows) { return {x.data(), batch, heads, rows, d}; }
+  Heads64 wide(const std::vector<T>& x, index_t rows) const {
+    Heads64 w{batch * heads, rows, d, {}};
+    for (const T& v : x) w.v.push_back(static_cast<double>(static_cast<float>(v)));
+    return w;
+  }
+  void forward(const AttentionMask& m, float scale = 0) {
+    attention_forward<T>(m, view(Q, nq), view(K, nk), view(V, nk), view(O, nq), lse, scale);
+  }
+  void backward(const AttentionMask& m, float scale = 0) {
+    attention_backward<T>(m, view(Q, nq), view(K, nk), view(V, nk), view(O, nq), view(dO, nq), lse, view(dQ, nq),
+                          view(dK, nk), view(dV, nk), scale);
+  }
+};
+
+template <class T>
+Problem<T> make_problem(Rng& rng, index_t batch, index_t heads, index_t nq, index_t nk, index_t d, double spread) {
+  Problem<T> p{batch, heads, nq, nk, d, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  auto fill = [&](std::vector<T>& x, index_t rows, double amp) {
+    x.resize(static_cast<std::size_t>(batch * heads * rows * d));
+    for (T& v : x) v = T(static_cast<float>(rng.uniform(-amp, amp)));
+  };
+  fill(p.Q, nq, spread);
+  fill(p.K, nk, spread);
+  fill(p.V, nk, 1.0);
+  fill(p.dO, nq, 1.0);
+  p.O.assign(p.Q.size(), T(0.0f));
+  p.dQ.assign(p.Q.size(), T(0.0f));
+  p.dK.assign(p.K.size(), T(0.0f));
+  p.dV.assign(p.K.size(), T(0.0f));
+  p.lse.assign(static_cast<std::size_t>(batch * heads * nq), NAN);
+  return p;
+}
+
+/// max |got - want| <= tol * max(1, max |want|).
+template <class T>
+void expect_close(const std::vector<T>& got, const Heads64& want, double tol, const char* what) {
+  double scale = 1, worst = 0;
+  for (double w : want.v) scale = std::max(scale, std::fabs(w));
+  for (std::size_t t = 0; t < got.size(); ++t) {
+    const double g = static_cast<double>(static_cast<float>(got[t]));
+    ASSERT_TRUE(std::isfinite(g)) << what << "[" << t << "]";
+    worst = std::max(worst, std::fabs(g - want.v[t]));
+  }
+  EXPECT_LE(worst, tol * scale) << what;
+}
+
+/// Tolerance of one computation in T: fp32 accumulation error over the d- and
+/// key-long sums (a few hundred terms at most here), or bf16's rounding of the output.
+template <class T>
+double tolerance() {
+  return std::is_same_v<T, bf16> ? 4 * unit_roundoff<bf16> : 1e-4;
+}
+
+template <class T>
+void check_against_dense(Problem<T>& p, const AttentionMask& m, float scale, bool backward) {
+  const double s = scale == 0 ? 1 / std::sqrt(static_cast<double>(static_cast<float>(p.d))) : scale;
+  const Heads64 dO = p.wide(p.dO, p.nq);
+  const Dense64 ref = dense_attention(m, p.wide(p.Q, p.nq), p.wide(p.K, p.nk), p.wide(p.V, p.nk), s, &dO);
+  p.forward(m, scale);
+  expect_close(p.O, ref.O, tolerance<T>(), "O");
+  for (std::size_t t = 0; t < p.lse.size(); ++t) ASSERT_NEAR(p.lse[t], ref.lse[t], 1e-5 * (1 + std::fabs(ref.lse[t])));
+  if (!backward) return;
+  p.backward(m, scale);
+  expect_close(p.dQ, ref.dQ, 4 * tolerance<T>(), "dQ");
+  expect_close(p.dK, ref.dK, 4 * tolerance<T>(), "dK");
+  expect_close(p.dV, ref.dV, 4 * tolerance<T>(), "dV");
+}
+
+struct NamedMask {
+  std::string name;
+  AttentionMask mask;
+};
+
+std::vector<NamedMask> all_masks(index_t seq, index_t b) {
+  const std::vector<index_t> lengths{seq / 3, 0, seq / 4, seq - seq / 3 - seq / 4};
+  return {{"local", mask::local_window(seq, b, 1)},
+          {"dilated", mask::dilated(seq, b, 2)},
+          {"global", mask::global_tokens(seq, b, 1, 1)},
+          {"causal", mask::causal(seq, b)},
+          {"document", mask::document(lengths, b)},
+          {"document_causal", mask::document(lengths, b, true)},
+          {"causal_or_global", mask::unite(mask::causal(seq, b), mask::global_tokens(seq, b, 0, 1))},
+          {"causal_and_local", mask::intersect(mask::causal(seq, b), mask::local_window(seq, b, 1))}};
+}
+
+template <class T>
+class AttentionTyped : public Seeded<> {};
+using AttentionTypes = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(AttentionTyped, AttentionTypes);
+
+TYPED_TEST(AttentionTyped, EveryMaskAgainstDenseFloat64) {
+  using T = TypeParam;
+  const index_t seq = 45, b = 8;  // 45 is not a multiple of the block
+  const index_t dims[] = {32, 64, 100, 128, 256};
+  std::size_t t = 0;
+  for (const auto& [name, m] : all_masks(seq, b)) {
+    const index_t d = dims[t++ % 5];
+    SCOPED_TRACE(name + ", d = " + std::to_string(d));
+    auto p = make_problem<T>(this->rng, 1, 2, seq, seq, d, 2.0);
+    check_against_dense(p, m, 0.0f, true);
+  }
+}
+
+TYPED_TEST(AttentionTyped, HeadDimsAndBatchedHeads) {
+  using T = TypeParam;
+  const auto m = mask::causal(21, 16);  // one full block and two partial diagonal blocks
+  for (index_t d : {1, 32, 64, 100, 128, 256, 512}) {
+    SCOPED_TRACE("d = " + std::to_string(d));
+    auto p = make_problem<T>(this->rng, 2, 3, 21, 21, d, 1.0);
+    check_against_dense(p, m, 0.0f, d <= 128);
+  }
+}
+
+TYPED_TEST(AttentionTyped, BlockOf128WithRaggedSequence) {
+  using T = TypeParam;
+  const index_t seq = 300;
+  for (const auto& m : {mask::causal(seq, 128), mask::local_window(seq, 128, 1), mask::dilated(seq, 128, 2)}) {
+    auto p = make_problem<T>(this->rng, 1, 1, seq, seq, 64, 1.5);
+    check_against_dense(p, m, 0.3f, true);
+  }
+}
+
+TYPED_TEST(AttentionTyped, CrossAttentionDenseViews) {
+  using T = TypeParam;
+  const index_t nq = 19, nk = 33, d = 20, b = 8;
+  std::vector<std::uint8_t> grid(3 * 5);
+  for (auto& g : grid) g = this->rng.bernoulli(0.6) ? 1 : 0;
+  const auto m = mask::from_block_mask(nq, nk, b, grid);
+  auto p = make_problem<T>(this->rng, 1, 1, nq, nk, d, 1.0);
+  const Heads64 dO = p.wide(p.dO, nq);
+  const Dense64 ref = dense_attention(m, p.wide(p.Q, nq), p.wide(p.K, nk), p.wide(p.V, nk), 0.25, &dO);
+  // Row-major views with a leading dimension larger than d.
+  const index_t ld = d + 3;
+  auto padded = [&](const std::vector<T>& x, index_t rows) {
+    std::vector<T> y(static_cast<std::size_t>(rows * ld), T(7.0f));
+    for (index_t i = 0; i < rows; ++i)
+      std::copy_n(x.begin() + i * d, d, y.begin() + i * ld);
+    return y;
+  };
+  auto unpad = [&](const std::vector<T>& y, index_t rows) {
+    std::vector<T> x;
+    for (index_t i = 0; i < rows; ++i) x.insert(x.end(), y.begin() + i * ld, y.begin() + i * ld + d);
+    return x;
+  };
+  const auto Q = padded(p.Q, nq), K = padded(p.K, nk), V = padded(p.V, nk), dOp = padded(p.dO, nq);
+  std::vector<T> O(Q.size(), T(7.0f)), dQ(Q.size(), T(7.0f)), dK(K.size(), T(7.0f)), dV(K.size(), T(7.0f));
+  std::vector<float> lse(nq);
+  auto cv = [&](const std::vector<T>& x, index_t rows) { return DenseView<const T>(x.data(), rows, d, ld); };
+  auto mv = [&](std::vector<T>& x, index_t rows) { return DenseView<T>(x.data(), rows, d, ld); };
+  attention_forward<T>(m, cv(Q, nq), cv(K, nk), cv(V, nk), mv(O, nq), lse, 0.25f);
+  attention_backward<T>(m, cv(Q, nq), cv(K, nk), cv(V, nk), cv(O, nq), cv(dOp, nq), lse, mv(dQ, nq), mv(dK, nk),
+                        mv(dV, nk), 0.25f);
+  expect_close(unpad(O, nq), ref.O, tolerance<T>(), "O");
+  expect_close(unpad(dQ, nq), ref.dQ, 4 * tolerance<T>(), "dQ");
+  expect_close(unpad(dK, nk), ref.dK, 4 * tolerance<T>(), "dK");
+  expect_close(unpad(dV, nk), ref.dV, 4 * tolerance<T>(), "dV");
+  for (index_t i = 0; i < nq; ++i) {  // columns beyond d untouched
+    EXPECT_EQ(static_cast<float>(O[i * ld + d]), 7.0f);
+    EXPECT_EQ(static_cast<float>(dQ[i * ld + d + 2]), 7.0f);
+  }
+  for (index_t j = 0; j < nk; ++j) EXPECT_EQ(static_cast<float>(dK[j * ld + d]) + static_cast<float>(dV[j * ld + d]), 14.0f);
+}
+
+TYPED_TEST(AttentionTyped, FullyMaskedRowsGiveZerosAndFiniteStatistics) {
+  using T = TypeParam;
+  // Block row 1 of 3 stores nothing; in block (0, 0) rows 2 and 5 allow no key.
+  const index_t seq = 20, b = 8;
+  const auto s = BsrStructure::make(seq, seq, b, {0, 2, 2, 3}, {0, 2, 1});
+  std::vector<std::uint8_t> elems(3 * b * b, 1);
+  for (index_t blk : {0, 1})  // blocks (0, 0) and (0, 2): all of block row 0
+    for (index_t c = 0; c < b; ++c) elems[blk * b * b + 2 * b + c] = elems[blk * b * b + 5 * b + c] = 0;
+  const AttentionMask m(s, elems);
+  auto p = make_problem<T>(this->rng, 1, 2, seq, seq, 16, 1.0);
+  for (T& v : p.O) v = T(NAN);
+  check_against_dense(p, m, 0.0f, true);
+  for (index_t h = 0; h < 2; ++h)
+    for (index_t i : {2, 5, 8, 12, 15}) {
+      EXPECT_EQ(p.lse[h * seq + i], 0.0f);
+      for (index_t c = 0; c < 16; ++c) {
+        EXPECT_EQ(static_cast<float>(p.O[(h * seq + i) * 16 + c]), 0.0f);
+        EXPECT_EQ(static_cast<float>(p.dQ[(h * seq + i) * 16 + c]), 0.0f);
+      }
+    }
+}
+
+TYPED_TEST(AttentionTyped, BitwiseEqualForOneTwoThreeThreads) {
+  using T = TypeParam;
+  const auto m = mask::unite(mask::causal(100, 16), mask::global_tokens(100, 16, 1, 1));
+  auto base = make_problem<T>(this->rng, 2, 3, 100, 100, 40, 1.0);
+  std::vector<Problem<T>> runs;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    Problem<T> p = base;
+    p.forward(m);
+    p.backward(m);
+    runs.push_back(std::move(p));
+  }
+  set_num_threads(1);
+  for (std::size_t r = 1; r < runs.size(); ++r) {
+    auto bits = [](const auto& x) { return std::vector<std::uint8_t>(reinterpret_cast<const std::uint8_t*>(x.data()), reinterpret_cast<const std::uint8_t*>(x.data() + x.size())); };
+    EXPECT_EQ(bits(runs[r].O), bits(runs[0].O));
+    EXPECT_EQ(bits(runs[r].lse), bits(runs[0].lse));
+    EXPECT_EQ(bits(runs[r].dQ), bits(runs[0].dQ));
+    EXPECT_EQ(bits(runs[r].dK), bits(runs[0].dK));
+    EXPECT_EQ(bits(runs[r].dV), bits(runs[0].dV));
+  }
+}
+
+/// The CPU kernels of every supported ISA against the scalar reference kernels.
+TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
+  using T = TypeParam;
+  const Isa before = active_isa();
+  const auto m = mask::document(std::vector<index_t>{11, 30, 9}, 16, true);
+  auto p = make_problem<T>(this->rng, 1, 2, 50, 50, 36, 2.0);
+  // The reference on the same problem.
+  Problem<T> r = p;
+  kernels::cpu::AttentionProblem<T> k{};
+  const BsrStructure& s = m.structure();
+  const auto& bsc = plan(m.structure_ptr())->transposed();
+  k.b = s.block_size();
+  k.queries = k.keys = 50;
+  k.block_rows = k.block_cols = s.block_rows();
+  k.dim = 36;
+  k.heads = 2;
+  k.ptr = s.block_row_ptr().data();
+  k.idx = s.block_col_indices().data();
+  k.col_ptr = bsc.col_ptr.data();
+  k.row_idx = bsc.row_idx.data();
+  k.perm = bsc.perm.data();
+  k.partial = m.partial_index().data();
+  k.masks = m.partial_masks().data();
+  k.scale = 1 / std::sqrt(36.0f);
+  k.Q = {r.Q.data(), 36, 50 * 36};
+  k.K = {r.K.data(), 36, 50 * 36};
+  k.V = {r.V.data(), 36, 50 * 36};
+  k.O = {r.O.data(), 36, 50 * 36};
+  k.lse = r.lse.data();
+  k.Oin = {r.O.data(), 36, 50 * 36};
+  k.dO = {r.dO.data(), 36, 50 * 36};
+  k.lse_in = r.lse.data();
+  k.dQ = {r.dQ.data(), 36, 50 * 36};
+  k.dK = {r.dK.data(), 36, 50 * 36};
+  k.dV = {r.dV.data(), 36, 50 * 36};
+  std::vector<float> work(3 * 50 * 36);
+  kernels::reference::attention_forward(k, work.data());
+  kernels::reference::attention_backward(k, work.data());
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (!isa_supported(isa)) continue;
+    SCOPED_TRACE(std::string(to_string(isa)));
+    set_isa(isa);
+    Problem<T> q = p;
+    q.forward(m);
+    q.backward(m);
+    expect_close(q.O, r.wide(r.O, 50), tolerance<T>(), "O");
+    for (std::size_t t = 0; t < q.lse.size(); ++t) EXPECT_NEAR(q.lse[t], r.lse[t], 1e-5 * (1 + std::fabs(r.lse[t])));
+    expect_close(q.dQ, r.wide(r.dQ, 50), 4 * tolerance<T>(), "dQ");
+    expect_close(q.dK, r.wide(r.dK, 50), 4 * tolerance<T>(), "dK");
+    expect_close(q.dV, r.wide(r.dV, 50), 4 * tolerance<T>(), "dV");
+  }
+  set_isa(before);
+}
+
+/// Gradients against central finite differences of L = Σ dO ∘ O: of the float64 dense
+/// reference (checks its gradient formulas, tightly), and of our fp32 forward.
+TEST_F(AttentionRandom, GradientsMatchFiniteDifferences) {
+  const index_t seq = 10, d = 3, b = 4;
+  const auto m = mask::document(std::vector<index_t>{4, 6}, b, true);  // partial blocks
+  auto p = make_problem<float>(rng, 1, 1, seq, seq, d, 1.0);
+  const double scale = 0.7;
+  p.forward(m, 0.7f);
+  p.backward(m, 0.7f);
+  const Heads64 dO = p.wide(p.dO, seq);
+  Heads64 Q = p.wide(p.Q, seq), K = p.wide(p.K, seq), V = p.wide(p.V, seq);
+  const Dense64 ref = dense_attention(m, Q, K, V, scale, &dO);
+  auto loss64 = [&] {
+    const Dense64 f = dense_attention(m, Q, K, V, scale, nullptr);
+    return std::inner_product(f.O.v.begin(), f.O.v.end(), dO.v.begin(), 0.0);
+  };
+  auto loss32 = [&](Problem<float>& x) {
+    x.forward(m, 0.7f);
+    double l = 0;
+    for (std::size_t t = 0; t < x.O.size(); ++t) l += static_cast<double>(x.O[t]) * static_cast<double>(x.dO[t]);
+    return l;
+  };
+  struct Which {
+    Heads64* x64;
+    std::vector<float>* x32;
+    const Heads64* grad64;
+    const std::vector<float>* grad32;
+  };
+  for (const Which& w : {Which{&Q, &p.Q, &ref.dQ, &p.dQ}, Which{&K, &p.K, &ref.dK, &p.dK},
+                         Which{&V, &p.V, &ref.dV, &p.dV}})
+    for (std::size_t t = 0; t < w.x64->v.size(); ++t) {
+      const double h64 = 1e-6, x0 = w.x64->v[t];
+      w.x64->v[t] = x0 + h64;
+      const double lp = loss64();
+      w.x64->v[t] = x0 - h64;
+      const double lm = loss64();
+      w.x64->v[t] = x0;
+      EXPECT_NEAR((lp - lm) / (2 * h64), w.grad64->v[t], 1e-7) << t;
+
+      Problem<float> x = p;
+      const float h32 = 1e-2f, y0 = (*w.x32)[t];
+      std::vector<float>& target = w.x32 == &p.Q ? x.Q : w.x32 == &p.K ? x.K : x.V;
+      target[t] = y0 + h32;
+      const double lp32 = loss32(x);
+      target[t] = y0 - h32;
+      const double lm32 = loss32(x);
+      EXPECT_NEAR((lp32 - lm32) / (2.0 * h32), (*w.grad32)[t], 2e-3) << t;
+    }
+}
+
+TEST(Attention, EmptyShapes) {
+  std::vector<float> none, x(5 * 4, 1.0f), o(5 * 4, 9.0f), lse(5, 9.0f);
+  // No keys: every query row gets O = 0 and lse = 0.
+  const auto no_keys = mask::from_block_mask(5, 0, 4, std::vector<std::uint8_t>{});
+  attention_forward<float>(no_keys, DenseView<const float>(x.data(), 5, 4, 4), DenseView<const float>(none.data(), 0, 4, 4),
+                           DenseView<const float>(none.data(), 0, 4, 4), DenseView<float>(o.data(), 5, 4, 4), lse);
+  EXPECT_THAT(o, ::testing::Each(0.0f));
+  EXPECT_THAT(lse, ::testing::Each(0.0f));
+  // No queries, and a batch of zero heads.
+  const auto empty = mask::causal(0, 4);
+  attention_forward<float>(empty, DenseView<const float>(none.data(), 0, 4, 4), DenseView<const float>(none.data(), 0, 4, 4),
+                           DenseView<const float>(none.data(), 0, 4, 4), DenseView<float>(none.data(), 0, 4, 4));
+  const auto m = mask::causal(5, 4);
+  const HeadsView<const float> in{x.data(), 0, 3, 5, 4};
+  const HeadsView<float> out{o.data(), 0, 3, 5, 4};
+  attention_backward<float>(m, in, in, in, in, in, {}, out, HeadsView<float>{o.data() + 1, 0, 3, 5, 4},
+                            HeadsView<float>{o.data() + 2, 0, 3, 5, 4});
+}
+
+TEST(Attention, RejectsBadArguments) {
+  const auto m = mask::causal(8, 4);
+  Dense<float> Q(8, 4), K(8, 4), V(8, 4), O(8, 4), bad(7, 4), wide(8, 600);
+  std::vector<float> lse(8), short_lse(7);
+  EXPECT_THROW(attention_forward<float>(m, bad.view(), K.view(), V.view(), O.view()), DimensionMismatch);
+  EXPECT_THROW(attention_forward<float>(m, Q.view(), bad.view(), V.view(), O.view()), DimensionMismatch);
+  EXPECT_THROW(attention_forward<float>(m, Q.view(), K.view(), V.view(), bad.view()), DimensionMismatch);
+  EXPECT_THROW(attention_forward<float>(m, Q.view(), K.view(), V.view(), O.view(), short_lse), DimensionMismatch);
+  EXPECT_THROW(attention_forward<float>(m, wide.view(), wide.view(), wide.view(), wide.view()), InvalidArgument);
+  EXPECT_THROW(attention_forward<float>(m, Q.view(), K.view(), V.view(), O.view(), lse, -1.0f), InvalidArgument);
+  EXPECT_THROW(attention_forward<float>(m, Q.view(), K.view(), V.view(), O.view(), lse, NAN), InvalidArgument);
+  EXPECT_THROW(attention_forward<float>(m, Q.view(), K.view(), V.view(), DenseView<float>(Q.view())), InvalidArgument);
+  Dense<float> dQ(8, 4), dK(8, 4), dV(8, 4);
+  EXPECT_THROW(attention_backward<float>(m, Q.view(), K.view(), V.view(), O.view(), O.view(), short_lse, dQ.view(),
+                                         dK.view(), dV.view()),
+               DimensionMismatch);
+  EXPECT_THROW(attention_backward<float>(m, Q.view(), K.view(), V.view(), O.view(), O.view(), lse, dQ.view(),
+                                         dQ.view(), dV.view()),
+               InvalidArgument);
+  EXPECT_THROW(attention_backward<float>(m, Q.view(), K.view(), V.view(), O.view(), O.view(), lse, dQ.view(),
+                                         dK.view(), DenseView<float>(V.view())),
+               InvalidArgument);
+  std::vector<float> q(2 * 8 * 4), o(3 * 8 * 4);
+  EXPECT_THROW(attention_forward<float>(m, HeadsView<const float>{q.data(), 1, 2, 8, 4},
+                                        HeadsView<const float>{q.data(), 1, 2, 8, 4},
+                                        HeadsView<const float>{q.data(), 1, 2, 8, 4}, HeadsView<float>{o.data(), 1, 3, 8, 4}),
+               DimensionMismatch);
+}
+
+}  // namespace
+}  // namespace trnsparse::test
