@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -270,6 +272,122 @@ void bind_ops(py::module_& m) {
   });
 }
 
+// ---- solvers and screening (float32 and float64 only) -----------------------------------
+/// Runs f(A) on a float or double BSR handle; a TypeError for bf16.
+template <class F>
+py::object on_real_bsr(const Bsr& h, const char* who, F&& f) {
+  return std::visit(
+      [&](const auto& A) -> py::object {
+        using T = matrix_value_t<decltype(A)>;
+        if constexpr (SolverValue<T>) return f(A);
+        else throw py::type_error(std::string(who) + ": dtype bfloat16 is not supported (float32 or float64)");
+      },
+      h.m);
+}
+
+/// The elements of a one-column buffer, or an empty span for None.
+template <class T>
+std::span<const T> span_of(const std::optional<DenseArg>& a) {
+  if (!a) return {};
+  const DenseView<const T> v = view_of<const T>(*a);
+  return {v.data, static_cast<std::size_t>(v.rows)};
+}
+
+/// (x, iterations, relative residual, status name) of a solve.
+template <class T>
+py::tuple solve_tuple(SolveResult<T>&& res) {
+  return py::make_tuple(vector_array(std::move(res.x)), res.iterations, res.rel_residual,
+                        std::string(to_string(res.status)));
+}
+
+/// Binds the solvers on BSR operators. Each releases the GIL while it runs.
+void bind_solvers(py::module_& m) {
+  using Opt = std::optional<DenseArg>;
+  m.def("cg", [](const Bsr& h, const DenseArg& b, const Opt& x0, double tol, index_t max_iter, const Opt& minv) {
+    return on_real_bsr(h, "cg_bsr", [&](const auto& A) -> py::object {
+      using T = matrix_value_t<decltype(A)>;
+      auto res = [&] {
+        py::gil_scoped_release nogil;
+        const CgOptions<T> opt{.tol = tol, .max_iter = max_iter, .preconditioner = span_of<T>(minv), .x0 = span_of<T>(x0)};
+        return cg(LinearOperator<T>(A), span_of<T>(b), opt);
+      }();
+      return solve_tuple(std::move(res));
+    });
+  });
+  m.def("chebyshev", [](const Bsr& h, const DenseArg& b, double lmin, double lmax, index_t steps, const Opt& x0) {
+    return on_real_bsr(h, "chebyshev_bsr", [&](const auto& A) -> py::object {
+      using T = matrix_value_t<decltype(A)>;
+      auto res = [&] {
+        py::gil_scoped_release nogil;
+        return chebyshev(LinearOperator<T>(A), span_of<T>(b), lmin, lmax, steps, span_of<T>(x0));
+      }();
+      return solve_tuple(std::move(res));
+    });
+  });
+  m.def("richardson", [](const Bsr& h, const DenseArg& b, double omega, index_t steps, const Opt& x0) {
+    return on_real_bsr(h, "richardson_bsr", [&](const auto& A) -> py::object {
+      using T = matrix_value_t<decltype(A)>;
+      auto res = [&] {
+        py::gil_scoped_release nogil;
+        return richardson(LinearOperator<T>(A), span_of<T>(b), omega, steps, span_of<T>(x0));
+      }();
+      return solve_tuple(std::move(res));
+    });
+  });
+  // (eigenvalue, unit eigenvector, iterations, converged) from the core's fixed start.
+  m.def("power_iteration", [](const Bsr& h, index_t max_iter, double tol) {
+    return on_real_bsr(h, "power_iteration_bsr", [&](const auto& A) -> py::object {
+      using T = matrix_value_t<decltype(A)>;
+      auto res = [&] {
+        py::gil_scoped_release nogil;
+        return power_iteration(LinearOperator<T>(A), max_iter, tol);
+      }();
+      return py::make_tuple(res.eigenvalue, vector_array(std::move(res.eigenvector)), res.iterations, res.converged);
+    });
+  });
+  m.def("jacobi_preconditioner", [](const Bsr& h) {
+    return on_real_bsr(h, "jacobi_preconditioner_bsr", [&](const auto& A) -> py::object {
+      auto d = [&] {
+        py::gil_scoped_release nogil;
+        return jacobi_preconditioner(A);
+      }();
+      return vector_array(std::move(d));
+    });
+  });
+  // The core's recurrence coefficients (a, c), float64.
+  m.def("chebyshev_coeffs", [](double lmin, double lmax, index_t steps) {
+    ChebyshevCoefficients co = chebyshev_coeffs(lmin, lmax, steps);
+    return py::make_tuple(vector_array(std::move(co.a)), vector_array(std::move(co.c)));
+  });
+}
+
+/// Binds screened_spmm (square A, one diagonal for rows and columns) and its backward.
+void bind_screening(py::module_& m) {
+  m.def("screened_spmm", [](const Bsr& h, const DenseArg& diag, const DenseArg& B, double threshold) {
+    return on_real_bsr(h, "screened_spmm", [&](const auto& A) -> py::object {
+      using T = matrix_value_t<decltype(A)>;
+      auto C = [&] {
+        py::gil_scoped_release nogil;
+        return screened_spmm(A, span_of<T>(diag), view_of<const T>(B), threshold);
+      }();
+      return dense_array(std::move(C));
+    });
+  });
+  // (dA on A's structure, dB) of C = (A ∘ M) B for the output gradient dC.
+  m.def("screened_spmm_backward",
+        [](const Bsr& h, const DenseArg& diag, const DenseArg& B, const DenseArg& dC, double threshold) {
+          return on_real_bsr(h, "screened_spmm", [&](const auto& A) -> py::object {
+            using T = matrix_value_t<decltype(A)>;
+            const std::span<const T> d = span_of<T>(diag);
+            auto g = [&] {
+              py::gil_scoped_release nogil;
+              return screened_spmm_backward(A, d, d, view_of<const T>(B), view_of<const T>(dC), threshold);
+            }();
+            return py::make_tuple(Bsr{std::move(g.dA)}, dense_array(std::move(g.dB)));
+          });
+        });
+}
+
 void translate_errors(py::module_& m) {
   // Shape errors are AssertionErrors too: code written for trnsparse 0.6 catches those.
   static py::exception<DimensionMismatch> shape_error(
@@ -382,6 +500,9 @@ PYBIND11_MODULE(_core, m) {
         },
         h.m);
   });
+
+  bind_solvers(m);
+  bind_screening(m);
 
   // ---- runtime ----
   m.def("set_isa", [](const std::string& name) {

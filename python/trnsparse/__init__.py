@@ -6,7 +6,10 @@
 
 Matrices are dataclasses of torch tensors (CSRMatrix, COOMatrix, BSRMatrix); operations
 keep their dtype (float32, float64, bfloat16), raise ShapeError (an AssertionError) on
-mismatched shapes and differentiate through spmm / spmv / bsr_spmm.
+mismatched shapes and differentiate through spmm / spmv / bsr_spmm / screened_spmm.
+Screening (schwarz_bounds, screen_quartets, density_screen, sparsity_stats,
+screened_spmm) and BSR solvers (cg_bsr, chebyshev_bsr, richardson_bsr,
+power_iteration_bsr, jacobi_preconditioner_bsr, chebyshev_coeffs) keep 0.6's contract.
 """
 from . import _core
 from ._backend import HAS_NKI, get_backend, set_backend
@@ -22,6 +25,16 @@ from ._ops import (
     spmm,
     spmv,
     spmv_symmetric,
+)
+from ._screening import density_screen, schwarz_bounds, screen_quartets, screened_spmm, sparsity_stats
+from ._solvers import (
+    JacobiPreconditioner,
+    cg_bsr,
+    chebyshev_bsr,
+    chebyshev_coeffs,
+    jacobi_preconditioner_bsr,
+    power_iteration_bsr,
+    richardson_bsr,
 )
 
 __version__ = _core.__version__
@@ -40,4 +53,8 @@ __all__ = [
     "BSRMatrix", "COOMatrix", "CSRMatrix", "HAS_NKI", "ShapeError", "__version__", "bsr_diagonal", "bsr_spmm",
     "eye_sparse", "from_dense", "from_scipy", "get_backend", "get_num_threads", "nnz_per_row", "set_backend",
     "set_num_threads", "sparse_add", "sparse_scale", "sparse_transpose", "spmm", "spmv", "spmv_symmetric",
+    # screening and solvers
+    "density_screen", "schwarz_bounds", "screen_quartets", "screened_spmm", "sparsity_stats", "JacobiPreconditioner",
+    "cg_bsr", "chebyshev_bsr", "chebyshev_coeffs", "jacobi_preconditioner_bsr", "power_iteration_bsr",
+    "richardson_bsr",
 ]

@@ -46,16 +46,22 @@ def _needs_grad(*tensors: torch.Tensor) -> bool:
 
 
 Product = Callable[[object, torch.Tensor], torch.Tensor]
+# (handle, B, dC) -> (handle of dA on A's structure, dB array): a core backward kernel.
+Gradient = Callable[[object, torch.Tensor, torch.Tensor], tuple]
+
+
+def _spmm_gradient(alpha: float) -> Gradient:
+    return lambda h, B, dC: _core.spmm_backward(alpha, h, dense_arg(B), dense_arg(dC))
 
 
 class _SparseDenseProduct(torch.autograd.Function):
-    """C = alpha * A B for A with stored values `stored`, computed by `product(handle, B)`;
-    dA (at A's stored positions) and dB from the core's spmm_backward."""
+    """C = f(A) B for A with stored values `stored`, computed by `product(handle, B)`;
+    dA (at A's stored positions) and dB from the core kernel `gradient(handle, B, dC)`."""
 
     @staticmethod
-    def forward(ctx, stored: torch.Tensor, B: torch.Tensor, A: Sparse, alpha: float, product: Product):
+    def forward(ctx, stored: torch.Tensor, B: torch.Tensor, A: Sparse, product: Product, gradient: Gradient):
         ctx.handle = A._handle(stored)  # the values this product used, for backward
-        ctx.alpha = alpha
+        ctx.gradient = gradient
         ctx.stored_shape = stored.shape
         ctx.save_for_backward(B)
         return product(ctx.handle, B)
@@ -66,7 +72,7 @@ class _SparseDenseProduct(torch.autograd.Function):
         (B,) = ctx.saved_tensors
         need_stored, need_B = ctx.needs_input_grad[:2]
         dC = dense_operand(dC, B.dtype, 2, "spmm backward", "dC")
-        dA_h, dB = _core.spmm_backward(ctx.alpha, ctx.handle, dense_arg(B), dense_arg(dC))
+        dA_h, dB = ctx.gradient(ctx.handle, B, dC)
         dstored = from_array(dA_h.arrays()[2], B.dtype).view(ctx.stored_shape) if need_stored else None
         return dstored, from_array(dB, B.dtype) if need_B else None, None, None, None
 
@@ -113,7 +119,7 @@ def spmm(A, B, alpha: float = 1.0, C=None, beta: float = 0.0) -> torch.Tensor:
     C = _accumulate(who, A, (A.shape[0], B.shape[1]), C, beta, "C")
     stored = _stored(A)
     if _needs_grad(stored, B) or (C is not None and _needs_grad(C)):
-        out = _SparseDenseProduct.apply(stored, B, A, alpha, _spmm_product(A, alpha))
+        out = _SparseDenseProduct.apply(stored, B, A, _spmm_product(A, alpha), _spmm_gradient(alpha))
         return out if C is None else out + beta * C
     out = torch.empty((A.shape[0], B.shape[1]), dtype=A.dtype) if C is None else C.clone(
         memory_format=torch.contiguous_format)
@@ -132,7 +138,7 @@ def spmv(A, x, alpha: float = 1.0, y=None, beta: float = 0.0) -> torch.Tensor:
     y = _accumulate(who, A, (A.shape[0],), y, beta, "y")
     stored = _stored(A)
     if _needs_grad(stored, x) or (y is not None and _needs_grad(y)):
-        out = _SparseDenseProduct.apply(stored, x.unsqueeze(1), A, alpha, _spmm_product(A, alpha))[:, 0]
+        out = _SparseDenseProduct.apply(stored, x.unsqueeze(1), A, _spmm_product(A, alpha), _spmm_gradient(alpha))[:, 0]
         return out if y is None else out + beta * y
     out = torch.empty(A.shape[0], dtype=A.dtype) if y is None else y.clone(memory_format=torch.contiguous_format)
     _core.spmv(alpha, A._handle(), dense_arg(x), beta if y is not None else 0.0, dense_arg(out))
@@ -149,7 +155,7 @@ def bsr_spmm(A: BSRMatrix, B) -> torch.Tensor:
     B = dense_operand(B if B.dtype == A.dtype else B.to(A.dtype), A.dtype, 2, who, "B")
     _check_rhs(who, A, B.shape[0], "B")
     if _needs_grad(A.blocks, B):
-        return _SparseDenseProduct.apply(A.blocks, B, A, 1.0, _bsr_spmm_product(A))
+        return _SparseDenseProduct.apply(A.blocks, B, A, _bsr_spmm_product(A), _spmm_gradient(1.0))
     return _bsr_spmm_product(A)(A._handle(), B)
 
 
