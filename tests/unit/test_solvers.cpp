@@ -6,6 +6,7 @@
 #include <Eigen/IterativeLinearSolvers>
 #include <Eigen/Sparse>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -144,8 +145,12 @@ TEST_F(Solvers, CgIterationCountsMatchEigen) {
                         {.tol = c.tol, .max_iter = 20000, .preconditioner = M});
     ASSERT_EQ(res.status, SolveStatus::converged);
     // Eigen counts the products before its last residual check, minus one (it breaks
-    // before incrementing); trnsparse counts every product. Equal up to that one.
-    EXPECT_NEAR(static_cast<double>(res.iterations), static_cast<double>(solver.iterations()), 1.0);
+    // before incrementing); trnsparse counts every product. Equal up to that one. Near
+    // the attainable accuracy of an ill-conditioned matrix (1138_bus at 1e-11) the count
+    // follows rounding: trnsparse's SpMV fuses its multiply-adds and Eigen's (built
+    // without FMA here) does not, so there the counts agree within 0.5%.
+    const double slack = c.tol < 1e-10 ? std::max(1.0, 0.005 * static_cast<double>(solver.iterations())) : 1.0;
+    EXPECT_NEAR(static_cast<double>(res.iterations), static_cast<double>(solver.iterations()), slack);
     EXPECT_LE(true_rel_residual(c.A, b, res.x), 10 * c.tol);
   }
 }

@@ -7,6 +7,7 @@
 // kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and outputs to zero.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
