@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+"""Markdown tables for docs/benchmarks.md from `trnsparse bench --json` output.
+
+    build/bin/trnsparse bench --section bsr --json > bsr.jsonl
+    /usr/bin/python3 bench/tables.py bsr.jsonl [more.jsonl ...]
+
+Rows are grouped by section; each section prints the columns docs/benchmarks.md quotes.
+"""
+import json
+import sys
+
+COLUMNS = {
+    "bsr": [("n", "n", "{}"), ("width", "width", "{}"), ("block_density", "block density", "{}"),
+            ("trnsparse_ms", "trnsparse ms", "{:.2f}"), ("gflops", "GFLOP/s", "{:.0f}"),
+            ("dense_ms", "dense ms", "{:.2f}"), ("eigen_ms", "Eigen ms", "{:.2f}"),
+            ("speedup_vs_dense", "× dense", "{:.2f}"), ("speedup_vs_eigen", "× Eigen", "{:.1f}"),
+            ("rel_err", "rel. error", "{:.1e}")],
+    "csr": [("n", "n", "{}"), ("width", "width", "{}"), ("density", "density", "{}"), ("nnz", "nnz", "{}"),
+            ("trnsparse_ms", "trnsparse ms", "{:.3f}"), ("eigen_ms", "Eigen ms", "{:.3f}"),
+            ("speedup_vs_eigen", "× Eigen", "{:.2f}"), ("rel_err", "rel. error", "{:.1e}")],
+    "spmv": [("matrix", "matrix", "{}"), ("n", "n", "{}"), ("nnz", "nnz", "{}"), ("trnsparse_ms", "trnsparse ms", "{:.3f}"),
+             ("gbps", "GB/s", "{:.1f}"), ("stream_gbps", "STREAM GB/s", "{:.1f}"), ("eigen_ms", "Eigen ms", "{:.3f}"),
+             ("speedup_vs_eigen", "× Eigen", "{:.2f}"), ("sym_ms", "symmetric ms", "{:.3f}"),
+             ("sym_speedup_vs_eigen", "symmetric × Eigen", "{:.2f}")],
+}
+
+
+def cell(row, key, fmt):
+    value = row.get(key)
+    return "–" if value is None else fmt.format(value)
+
+
+def main(paths):
+    rows = [json.loads(line) for path in paths for line in open(path) if line.strip()]
+    for section, columns in COLUMNS.items():
+        chosen = [r for r in rows if r.get("section") == section]
+        if not chosen:
+            continue
+        print(f"\n{section} ({chosen[0].get('dtype')}, {chosen[0].get('threads')} threads, {chosen[0].get('isa')}):\n")
+        print("| " + " | ".join(title for _, title, _ in columns) + " |")
+        print("|" + " --- |" * len(columns))
+        for r in chosen:
+            print("| " + " | ".join(cell(r, key, fmt) for key, _, fmt in columns) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
