@@ -59,41 +59,46 @@ BsrMatrix<T> random_bsr(index_t n, index_t b, double density, std::uint64_t seed
   return A;
 }
 
-/// max over up to 32 sampled rows of |C - A B| / (|A| |B|), the reference in float64.
-template <class T, class TC>
-double sampled_rel_err(const Dense<double>& A, DenseView<const T> B, DenseView<const TC> C) {
+/// max over `samples` evenly spaced rows i of C (rows x cols) and every column j of
+/// |C(i, j) - r| / m, where r = sum of the terms of the reference inner product and m the
+/// sum of their magnitudes, both in float64; terms(i, j, add) calls add(term) for each.
+template <class Terms, class Got>
+double sampled_rel_err(index_t rows, index_t cols, index_t samples, Terms&& terms, Got&& got) {
   double worst = 0;
-  const index_t step = std::max<index_t>(1, A.rows() / 32);
-  for (index_t i = 0; i < A.rows(); i += step)
-    for (index_t j = 0; j < B.cols; ++j) {
+  const index_t step = std::max<index_t>(1, rows / samples);
+  for (index_t i = 0; i < rows; i += step)
+    for (index_t j = 0; j < cols; ++j) {
       double ref = 0, mag = 0;
-      for (index_t k = 0; k < A.cols(); ++k) {
-        const double p = A(i, k) * static_cast<double>(static_cast<float>(B(k, j)));
-        ref += p;
-        mag += std::fabs(p);
-      }
-      if (mag > 0) worst = std::max(worst, std::fabs(static_cast<double>(static_cast<float>(C(i, j))) - ref) / mag);
+      terms(i, j, [&](double t) {
+        ref += t;
+        mag += std::fabs(t);
+      });
+      if (mag > 0) worst = std::max(worst, std::fabs(got(i, j) - ref) / mag);
     }
   return worst;
 }
 
-/// max over up to 4096 sampled rows of |Y - A X| / (|A| |X|) for a CSR A, the reference
-/// in float64.
+/// |C - A B| / (|A| |B|) on 32 sampled rows for a dense float64 A.
+template <class T, class TC>
+double sampled_rel_err(const Dense<double>& A, DenseView<const T> B, DenseView<const TC> C) {
+  return sampled_rel_err(
+      A.rows(), B.cols, 32,
+      [&](index_t i, index_t j, auto add) {
+        for (index_t k = 0; k < A.cols(); ++k) add(A(i, k) * static_cast<double>(static_cast<float>(B(k, j))));
+      },
+      [&](index_t i, index_t j) { return static_cast<double>(static_cast<float>(C(i, j))); });
+}
+
+/// |Y - A X| / (|A| |X|) on 4096 sampled rows for a CSR A.
 template <class T>
 double csr_rel_err(const CsrMatrix<T>& A, DenseView<const T> X, DenseView<const T> Y) {
-  double worst = 0;
-  const index_t step = std::max<index_t>(1, A.rows() / 4096);
-  for (index_t i = 0; i < A.rows(); i += step)
-    for (index_t j = 0; j < X.cols; ++j) {
-      double ref = 0, mag = 0;
-      for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p) {
-        const double v = static_cast<double>(A.values()[p]) * static_cast<double>(X(A.col_indices()[p], j));
-        ref += v;
-        mag += std::fabs(v);
-      }
-      if (mag > 0) worst = std::max(worst, std::fabs(static_cast<double>(Y(i, j)) - ref) / mag);
-    }
-  return worst;
+  return sampled_rel_err(
+      A.rows(), X.cols, 4096,
+      [&](index_t i, index_t j, auto add) {
+        for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p)
+          add(static_cast<double>(A.values()[p]) * static_cast<double>(X(A.col_indices()[p], j)));
+      },
+      [&](index_t i, index_t j) { return static_cast<double>(Y(i, j)); });
 }
 
 /// Runs the dense baseline in a child process with OPENBLAS_CORETYPE and
