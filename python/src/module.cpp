@@ -388,6 +388,95 @@ void bind_screening(py::module_& m) {
         });
 }
 
+// ---- block-sparse attention (fp32 and bf16 operands) ------------------------------------
+/// Calls f.template operator()<T>() for an attention operand dtype; a TypeError for float64.
+template <class F>
+void with_attention_dtype(const std::string& dtype, F&& f) {
+  with_dtype(dtype, [&]<class T>() {
+    if constexpr (AttentionValue<T>) f.template operator()<T>();
+    else throw py::type_error("block_sparse_attention_tiled: dtype " + dtype +
+                              " is not supported (float32 or bfloat16)");
+  });
+}
+
+/// The float32 entries of a one-column buffer (row statistics).
+std::span<float> lse_span(const DenseArg& a) {
+  const DenseView<float> v = view_of<float>(a);
+  return {v.data, static_cast<std::size_t>(v.rows)};
+}
+
+/// Binds AttentionMask (immutable handle), its builders, and the single-head forward and
+/// backward kernels over caller-owned buffers.
+void bind_attention(py::module_& m) {
+  py::class_<AttentionMask>(m, "AttentionMask")
+      .def_property_readonly("queries", &AttentionMask::queries)
+      .def_property_readonly("keys", &AttentionMask::keys)
+      .def_property_readonly("block_size", &AttentionMask::block_size)
+      .def_property_readonly("n_blocks", &AttentionMask::n_blocks)
+      .def_property_readonly("n_partial", &AttentionMask::n_partial)
+      .def(
+          "block_arrays",
+          [](py::object self) {
+            const BsrStructure& s = self.cast<const AttentionMask&>().structure();
+            const auto over = [&](std::span<const index_t> a) {
+              return array_over<index_t>(a.data(), {static_cast<py::ssize_t>(a.size())}, self);
+            };
+            return py::make_tuple(over(s.block_row_ptr()), over(s.block_col_indices()));
+          },
+          "(block_row_ptr, block_col_indices) as arrays over this handle's memory")
+      .def(
+          "allowed",
+          [](const AttentionMask& mk) {
+            const index_t q = mk.queries(), k = mk.keys();
+            std::vector<std::uint8_t> a(static_cast<std::size_t>(detail::checked_mul(q, k, "queries * keys")));
+            {
+              py::gil_scoped_release nogil;
+              for (index_t i = 0; i < q; ++i)
+                for (index_t j = 0; j < k; ++j) a[static_cast<std::size_t>(i * k + j)] = mk.allows(i, j) ? 1 : 0;
+            }
+            auto [p, owner] = adopt(std::move(a));
+            return array_over<std::uint8_t>(p->data(), {static_cast<py::ssize_t>(q), static_cast<py::ssize_t>(k)},
+                                            owner);
+          },
+          "queries x keys uint8 array: 1 where the pair is allowed (O(queries * keys), for inspection)");
+
+  using Guard = py::call_guard<py::gil_scoped_release>;
+  m.def("mask_local_window", &mask::local_window, Guard());
+  m.def("mask_dilated", &mask::dilated, Guard());
+  m.def("mask_global_tokens", &mask::global_tokens, Guard());
+  m.def("mask_causal", &mask::causal, Guard());
+  // Every stored block of a BSR pattern full (its values are not read).
+  m.def("mask_from_pattern", [](index_t rows, index_t cols, index_t block_size, std::uintptr_t block_row_ptr,
+                                index_t n_block_row_ptr, std::uintptr_t block_col_idx, index_t n_blocks) {
+    auto ptr = copy_of<index_t>(block_row_ptr, n_block_row_ptr);
+    auto cols_v = copy_of<index_t>(block_col_idx, n_blocks);
+    py::gil_scoped_release nogil;
+    return AttentionMask(BsrStructure::make(rows, cols, block_size, std::move(ptr), std::move(cols_v)));
+  });
+  // O and lse (float32) in place; scale 0 means 1 / sqrt(d).
+  m.def("attention_forward", [](const AttentionMask& mk, const std::string& dtype, const DenseArg& Q,
+                                const DenseArg& K, const DenseArg& V, const DenseArg& O, const DenseArg& lse,
+                                float scale) {
+    with_attention_dtype(dtype, [&]<class T>() {
+      py::gil_scoped_release nogil;
+      attention_forward<T>(mk, view_of<const T>(Q), view_of<const T>(K), view_of<const T>(V), view_of<T>(O),
+                           lse_span(lse), scale);
+    });
+  });
+  // dQ, dK, dV in place from the forward's O and lse.
+  m.def("attention_backward",
+        [](const AttentionMask& mk, const std::string& dtype, const DenseArg& Q, const DenseArg& K, const DenseArg& V,
+           const DenseArg& O, const DenseArg& dO, const DenseArg& lse, const DenseArg& dQ, const DenseArg& dK,
+           const DenseArg& dV, float scale) {
+          with_attention_dtype(dtype, [&]<class T>() {
+            py::gil_scoped_release nogil;
+            attention_backward<T>(mk, view_of<const T>(Q), view_of<const T>(K), view_of<const T>(V),
+                                  view_of<const T>(O), view_of<const T>(dO), lse_span(lse), view_of<T>(dQ),
+                                  view_of<T>(dK), view_of<T>(dV), scale);
+          });
+        });
+}
+
 void translate_errors(py::module_& m) {
   // Shape errors are AssertionErrors too: code written for trnsparse 0.6 catches those.
   static py::exception<DimensionMismatch> shape_error(
@@ -503,6 +592,7 @@ PYBIND11_MODULE(_core, m) {
 
   bind_solvers(m);
   bind_screening(m);
+  bind_attention(m);
 
   // ---- runtime ----
   m.def("set_isa", [](const std::string& name) {

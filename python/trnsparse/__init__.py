@@ -10,8 +10,12 @@ mismatched shapes and differentiate through spmm / spmv / bsr_spmm / screened_sp
 Screening (schwarz_bounds, screen_quartets, density_screen, sparsity_stats,
 screened_spmm) and BSR solvers (cg_bsr, chebyshev_bsr, richardson_bsr,
 power_iteration_bsr, jacobi_preconditioner_bsr, chebyshev_coeffs) keep 0.6's contract.
+block_sparse_attention_tiled runs the core's tiled attention (float32, bfloat16) with
+autograd; trnsparse.mask builds its masks (local_window, dilated, global_tokens, causal).
 """
 from . import _core
+from . import mask
+from ._attention import AttentionMask, block_sparse_attention_tiled
 from ._backend import HAS_NKI, get_backend, set_backend
 from ._formats import BSRMatrix, COOMatrix, CSRMatrix, eye_sparse, from_dense, from_scipy
 from ._ops import (
@@ -57,4 +61,6 @@ __all__ = [
     "density_screen", "schwarz_bounds", "screen_quartets", "screened_spmm", "sparsity_stats", "JacobiPreconditioner",
     "cg_bsr", "chebyshev_bsr", "chebyshev_coeffs", "jacobi_preconditioner_bsr", "power_iteration_bsr",
     "richardson_bsr",
+    # attention
+    "AttentionMask", "block_sparse_attention_tiled", "mask",
 ]
