@@ -2,6 +2,7 @@
 # behind them. Each build tree comes from a preset in CMakePresets.json.
 #
 #   make deps      install the missing Debian packages (through sudo when not root)
+#   make bench-deps  also those only the benchmarks need (PETSc)
 #   make build     Release build into build/ (the tool is build/bin/trnsparse)
 #   make demo      build, then run `build/bin/trnsparse demo`
 #   make check     the whole test suite of build/
@@ -20,18 +21,30 @@ FUZZ_SECONDS ?= 30
 
 # Every Debian package the build and the tests need, in one list (libomp-dev: OpenMP for
 # the clang fuzz build; python3: the interpreter of the cli tests; pybind11-dev to
-# python3-pytest: the Python package and its tests).
+# python3-pytest: the Python package and its tests; libint2-dev, psi4-data, liblapack-dev:
+# the Hartree-Fock example and `trnsparse hf`; libopenmpi-dev, openmpi-bin: the MPI layer).
 DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev libomp-dev \
                 libgtest-dev libgmock-dev libcli11-dev libopenblas-dev libeigen3-dev pkg-config python3 \
-                pybind11-dev python3-dev python3-numpy python3-scipy python3-torch python3-pytest
+                pybind11-dev python3-dev python3-numpy python3-scipy python3-torch python3-pytest \
+                libint2-dev psi4-data liblapack-dev libopenmpi-dev openmpi-bin
+# What only the benchmarks need (PETSc, the baseline of trnsparse-mpi-bench): large, and
+# not needed by the tests, so not in `make deps`.
+BENCH_PACKAGES := libpetsc-real-dev
 APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: deps build demo check asan fuzz test install clean
+.PHONY: deps bench-deps build demo check asan fuzz test install clean
 
 # A package counts as present only when installed (not merely known with its config files).
 deps:
+	@$(MAKE) --no-print-directory install-missing PACKAGES="$(DEB_PACKAGES)"
+
+bench-deps: deps
+	@$(MAKE) --no-print-directory install-missing PACKAGES="$(BENCH_PACKAGES)"
+
+.PHONY: install-missing
+install-missing:
 	@missing=(); \
-	for p in $(DEB_PACKAGES); do \
+	for p in $(PACKAGES); do \
 	  [[ "$$(dpkg-query -W -f='$${db:Status-Status}' "$$p" 2>/dev/null)" == installed ]] || missing+=("$$p"); \
 	done; \
 	if (( $${#missing[@]} )); then \

@@ -14,6 +14,10 @@ namespace trnsparse {
 /// boundaries (6 on the diagonal, -1 for each neighbour), rows in x-fastest order.
 /// Symmetric positive definite; n^3 rows. @throw InvalidArgument for n < 0.
 template <Value T> CsrMatrix<T> poisson3d(index_t n);
+/// Rows [first, last) of `poisson3d(n)`: a (last - first) x n^3 matrix with global
+/// column indices, so that each process of a distributed solve builds only its rows.
+/// @throw InvalidArgument for n < 0 or unless 0 <= first <= last <= n^3.
+template <Value T> CsrMatrix<T> poisson3d_rows(index_t n, index_t first, index_t last);
 
 /// A rows x cols matrix whose entries are present independently with probability
 /// `density`, values uniform in [-1, 1), from a fixed 64-bit generator seeded by

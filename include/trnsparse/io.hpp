@@ -35,7 +35,8 @@ struct MmHeader {
 /// skew-symmetric array), coordinate entries keep the file's order and duplicates.
 struct MmMatrix {
   MmHeader header;
-  index_t stored_entries = 0;  ///< entries as written in the file
+  index_t stored_entries = 0;    ///< entries (array: values) as written in the file, or in the slice
+  index_t declared_entries = 0;  ///< entries (array: values) the size line declares for the whole file
   CooMatrix<double> entries{0, 0};
 };
 
@@ -51,6 +52,33 @@ struct MmMatrix {
 MmMatrix read_matrix_market(const std::filesystem::path& path);
 /// Reads from a stream; `source` names it in errors.
 MmMatrix read_matrix_market(std::istream& in, std::string_view source = "<stream>");
+
+/// Reads slice `slice` of `slices` of a Matrix Market file, so that each of `slices`
+/// processes can read its part. Every slice reads the header (banner, size line); the
+/// bytes after the size line are cut into `slices` ranges whose lengths differ by at
+/// most one, a line belongs to the range in which it starts, and this call parses only
+/// the lines of its own range. Concatenating the `entries` of slices 0..slices-1 gives
+/// exactly `read_matrix_market(path).entries` (same order and values, symmetric
+/// expansion included; the zero diagonal of a skew-symmetric array comes with the last
+/// slice); each slice has the full shape, and may hold no entry (more slices than data
+/// lines). `stored_entries` counts the slice's own entries; over all slices they sum
+/// to `declared_entries`.
+///
+///     auto part = trnsparse::read_matrix_market_slice("big.mtx", rank, nranks);
+///
+/// Errors are those of read_matrix_market, raised by the slice that holds the line:
+/// each slice parses its own lines strictly and rejects an entry beyond the declared
+/// count, and the last slice rejects a file with too few; messages name the path and
+/// the file's true 1-based line. So either every slice succeeds and together they are
+/// the whole file, or the first slice that fails throws what read_matrix_market does
+/// (a caller that reads only some slices gets only their checks). Cost: the slice
+/// passes over the lines before its range without parsing them (one memchr per line,
+/// to count lines and array values), then parses its own: O(bytes up to the end of
+/// its range) time, O(entries of the slice) memory plus a read buffer of 1 MiB (more
+/// for a longer line).
+/// @throw InvalidArgument for slices < 1 or slice outside [0, slices), before opening
+/// the file; otherwise as read_matrix_market.
+MmMatrix read_matrix_market_slice(const std::filesystem::path& path, index_t slice, index_t slices);
 
 struct MmWriteOptions {
   MmFormat format = MmFormat::coordinate;

@@ -56,7 +56,31 @@ public:
   explicit LinearOperator(BsrMatrix<T>&&) = delete;
   LinearOperator(CsrMatrix<T>&&, Triangle) = delete;
 
+  /// How the rows of a distributed operator are spread over processes (the MPI layer,
+  /// trnsparse/mpi.hpp, builds it). The operator then holds this process's rows
+  /// [offset, offset + size()) of a global_size-row problem, vectors given to the solvers
+  /// are this process's rows, and every reduction of a solver goes through `sum`, which
+  /// turns the partial sums of this process into the global sums, in place and
+  /// identically on every process. The solvers call it collectively, at the same points
+  /// on every process.
+  struct Distribution {
+    index_t global_size = 0;
+    index_t offset = 0;
+    std::function<void(std::span<double> partial)> sum;
+  };
+  /// A distributed operator. @throw InvalidArgument for n < 0, an empty `apply` or
+  /// `sum`, or rows [offset, offset + n) outside [0, global_size).
+  LinearOperator(index_t n, Apply apply, Distribution distribution);
+
   [[nodiscard]] index_t size() const noexcept { return n_; }
+  /// The rows of the whole problem (size() for a single-process operator).
+  [[nodiscard]] index_t global_size() const noexcept { return distributed_ ? distribution_.global_size : n_; }
+  /// The first global row of this process (0 for a single-process operator).
+  [[nodiscard]] index_t offset() const noexcept { return distributed_ ? distribution_.offset : 0; }
+  /// Sums partial reductions over the processes in place (nothing for a single process).
+  void sum(std::span<double> partial) const {
+    if (distributed_) distribution_.sum(partial);
+  }
   /// Y = A X. @throw DimensionMismatch naming X or Y for wrong shapes.
   void apply(DenseView<const T> X, DenseView<T> Y) const;
   /// The full CSR matrix behind the operator, or nullptr (solvers fuse pᵀAp into its product).
@@ -66,6 +90,8 @@ private:
   index_t n_;
   Apply apply_;
   const CsrMatrix<T>* csr_ = nullptr;
+  bool distributed_ = false;
+  Distribution distribution_;
 };
 
 /// How a solve ended.
@@ -167,8 +193,10 @@ struct EigenResult {
   index_t iterations = 0;
   bool converged = false;
 };
-/// Power iteration from a fixed pseudo-random start: v ← Av / ||Av||, λ = vᵀAv, until
-/// ||Av - λv|| <= tol |λ| or `max_iter` products. n = 0 gives λ = 0, converged.
+/// Power iteration from a fixed pseudo-random start (entry i the same for any process
+/// count): v ← Av / ||Av||, λ = vᵀAv, until ||Av - λv|| <= tol |λ| or `max_iter`
+/// products. n = 0 gives λ = 0, converged. A distributed operator's `eigenvector` holds
+/// this process's rows.
 /// @throw InvalidArgument for max_iter < 0 or tol < 0.
 template <SolverValue T>
 EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, double tol);

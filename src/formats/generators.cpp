@@ -7,36 +7,42 @@
 namespace trnsparse {
 
 template <Value T>
-CsrMatrix<T> poisson3d(index_t n) {
+CsrMatrix<T> poisson3d_rows(index_t n, index_t first, index_t last) {
   detail::check_nonnegative(n, "poisson3d: n");
   const index_t N = detail::checked_mul(detail::checked_mul(n, n, "poisson3d: n^2"), n, "poisson3d: n^3");
   (void)detail::checked_mul(N, 7, "poisson3d: 7 n^3");
-  std::vector<index_t> ptr(static_cast<std::size_t>(N) + 1, 0), idx;
+  if (!(0 <= first && first <= last && last <= N))
+    throw InvalidArgument(detail::concat("poisson3d_rows: rows [", first, ", ", last, ") are not within [0, ", N, ")"));
+  const index_t m = last - first;
+  std::vector<index_t> ptr(static_cast<std::size_t>(m) + 1, 0), idx;
   std::vector<T> vals;
-  idx.reserve(static_cast<std::size_t>(7 * N));
-  vals.reserve(static_cast<std::size_t>(7 * N));
+  idx.reserve(static_cast<std::size_t>(7 * m));
+  vals.reserve(static_cast<std::size_t>(7 * m));
   // Row r = x + n*y + n*n*z; neighbours in ascending column order: -z, -y, -x, self, +x, +y, +z.
   const index_t stride[3] = {1, n, n * n};
-  for (index_t z = 0; z < n; ++z)
-    for (index_t y = 0; y < n; ++y)
-      for (index_t x = 0; x < n; ++x) {
-        const index_t r = x + n * y + n * n * z;
-        const index_t coord[3] = {x, y, z};
-        for (int d = 2; d >= 0; --d)
-          if (coord[d] > 0) {
-            idx.push_back(r - stride[d]);
-            vals.push_back(T(-1.0f));
-          }
-        idx.push_back(r);
-        vals.push_back(T(6.0f));
-        for (int d = 0; d < 3; ++d)
-          if (coord[d] < n - 1) {
-            idx.push_back(r + stride[d]);
-            vals.push_back(T(-1.0f));
-          }
-        ptr[r + 1] = static_cast<index_t>(idx.size());
+  for (index_t r = first; r < last; ++r) {
+    const index_t coord[3] = {r % n, (r / n) % n, r / (n * n)};
+    for (int d = 2; d >= 0; --d)
+      if (coord[d] > 0) {
+        idx.push_back(r - stride[d]);
+        vals.push_back(T(-1.0f));
       }
-  return CsrMatrix<T>(N, N, std::move(ptr), std::move(idx), std::move(vals));
+    idx.push_back(r);
+    vals.push_back(T(6.0f));
+    for (int d = 0; d < 3; ++d)
+      if (coord[d] < n - 1) {
+        idx.push_back(r + stride[d]);
+        vals.push_back(T(-1.0f));
+      }
+    ptr[r - first + 1] = static_cast<index_t>(idx.size());
+  }
+  return CsrMatrix<T>(m, N, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+template <Value T>
+CsrMatrix<T> poisson3d(index_t n) {
+  detail::check_nonnegative(n, "poisson3d: n");
+  return poisson3d_rows<T>(n, 0, detail::checked_mul(detail::checked_mul(n, n, "poisson3d: n^2"), n, "poisson3d: n^3"));
 }
 
 template <Value T>
@@ -59,6 +65,9 @@ CsrMatrix<T> random_csr(index_t rows, index_t cols, double density, std::uint64_
   return CsrMatrix<T>(rows, cols, std::move(ptr), std::move(idx), std::move(vals));
 }
 
+template CsrMatrix<float> poisson3d_rows<float>(index_t, index_t, index_t);
+template CsrMatrix<double> poisson3d_rows<double>(index_t, index_t, index_t);
+template CsrMatrix<bf16> poisson3d_rows<bf16>(index_t, index_t, index_t);
 template CsrMatrix<float> poisson3d<float>(index_t);
 template CsrMatrix<double> poisson3d<double>(index_t);
 template CsrMatrix<bf16> poisson3d<bf16>(index_t);

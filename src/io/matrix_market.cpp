@@ -3,10 +3,11 @@
 ///
 /// Reading streams the text through `LineReader` (chunks of up to 1 MiB, each line a
 /// view into the chunk: no allocation per line) and parses the tokens of a line with
-/// std::from_chars. Writing validates everything first, then formats canonical
-/// entries into a 64 KiB buffer with std::to_chars; files go through a temporary that
-/// is renamed over the target only once complete. Memory is O(entries) in both
-/// directions, whatever the shape.
+/// std::from_chars. A slice passes over the data lines before its bytes without
+/// parsing them, then parses its own with the same code as the whole file. Writing
+/// validates everything first, then formats canonical entries into a 64 KiB buffer
+/// with std::to_chars; files go through a temporary that is renamed over the target
+/// only once complete. Memory is O(entries) in both directions, whatever the shape.
 
 #include "trnsparse/io.hpp"
 
@@ -211,6 +212,7 @@ std::optional<std::size_t> remaining_bytes(std::istream& in) {
 
 /// The lines of a stream without their terminators ("\n" or "\r\n"). The stream is
 /// read in large chunks; a line is a view into the chunk, valid until the next call.
+/// Offsets count bytes from where the reader started; stop_at() ends the lines early.
 class LineReader {
 public:
   /// `length`: the input's length when known, to size the buffer of a small input.
@@ -220,8 +222,10 @@ public:
         capacity_(std::clamp(length.value_or(max_chunk) + 1, min_chunk, max_chunk)),
         buffer_(std::make_unique_for_overwrite<char[]>(capacity_)) {}
 
-  /// The next line, or nullopt at the end of the input. @throw IoError on a read error.
+  /// The next line, or nullopt at the end of the input or when it would start at or
+  /// after the stop offset. @throw IoError on a read error.
   std::optional<std::string_view> next() {
+    if (offset() >= stop_) return std::nullopt;
     std::size_t searched = 0;  // bytes of the pending line known to hold no '\n'
     for (;;) {
       char* first = buffer_.get() + begin_;
@@ -242,6 +246,12 @@ public:
   /// 1-based number of the line last returned; 0 before the first.
   [[nodiscard]] index_t line_number() const noexcept { return line_number_; }
 
+  /// Offset of the next line (of the end of the input once it is reached).
+  [[nodiscard]] std::size_t offset() const noexcept { return dropped_ + begin_; }
+
+  /// next() returns no line that starts at or after `offset` (none by default).
+  void stop_at(std::size_t offset) noexcept { stop_ = offset; }
+
 private:
   std::string_view line(const char* first, const char* last) noexcept {
     ++line_number_;
@@ -254,6 +264,7 @@ private:
   bool refill() {
     const std::size_t pending = end_ - begin_;
     std::memmove(buffer_.get(), buffer_.get() + begin_, pending);
+    dropped_ += begin_;
     begin_ = 0;
     end_ = pending;
     if (end_ == capacity_) grow();
@@ -278,29 +289,45 @@ private:
   std::string_view source_;
   std::size_t capacity_;
   std::unique_ptr<char[]> buffer_;
-  std::size_t begin_ = 0;  // first byte not yet returned
-  std::size_t end_ = 0;    // one past the last byte read
+  std::size_t begin_ = 0;    // first byte not yet returned
+  std::size_t end_ = 0;      // one past the last byte read
+  std::size_t dropped_ = 0;  // offset of buffer_[0]: bytes moved out of the buffer
+  std::size_t stop_ = std::numeric_limits<std::size_t>::max();
   index_t line_number_ = 0;
 };
 
-/// Reads one Matrix Market text: banner, size line, entries, end of input.
+/// Reads one Matrix Market text: banner, size line, entries, end of input; or, for a
+/// slice, banner, size line and the entries of the data lines that start in its bytes.
 class MmReader {
 public:
   MmReader(std::istream& in, std::string_view source)
       : source_(source), length_(remaining_bytes(in)), lines_(in, source_, length_) {}
 
-  MmMatrix read() {
+  /// Slice `slice` of `slices` (see read_matrix_market_slice), `slice` in [0, slices)
+  /// as the caller checks; slice 0 of 1 is the whole input, whose length need not be
+  /// known (a pipe).
+  MmMatrix read(index_t slice, index_t slices) {
     read_banner();
     read_size_line();
-    reserve();
+    data_offset_ = lines_.offset();
+    row_ = first_stored_row(0, header_.symmetry);
+    const bool last_slice = slice + 1 == slices;
+    const std::size_t first = slice_start(slice, slices);
+    const std::size_t last = slice_start(slice + 1, slices);
+    lines_.stop_at(first);
+    skip_data_lines();
+    const index_t before = read_;
+    lines_.stop_at(last_slice ? std::numeric_limits<std::size_t>::max() : last);
+    reserve(length_ ? std::optional(std::max(first, last) - first) : std::nullopt);
     if (header_.format == MmFormat::coordinate)
       read_coordinate_entries();
     else
       read_array_values();
-    expect_end_of_input();
+    if (last_slice) expect_complete();
     MmMatrix result;
     result.header = header_;
-    result.stored_entries = count_;
+    result.stored_entries = read_ - before;
+    result.declared_entries = count_;
     result.entries = CooMatrix<double>(rows_, cols_, std::move(row_idx_), std::move(col_idx_), std::move(values_));
     return result;
   }
@@ -397,12 +424,35 @@ private:
     }
   }
 
+  /// Where the data lines of slice `s` of `slices` begin: the bytes after the size line
+  /// cut into `slices` ranges whose lengths differ by at most one; for s == slices,
+  /// the end of the input (or the largest offset when its length is unknown).
+  /// @throw IoError when 0 < s < slices and the length of the input is unknown.
+  std::size_t slice_start(index_t s, index_t slices) const {
+    if (s == 0) return data_offset_;
+    if (s == slices) return length_.value_or(std::numeric_limits<std::size_t>::max());
+    if (!length_) throw IoError(source_ + ": cannot cut an input of unknown length into slices");
+    const std::size_t bytes = *length_ > data_offset_ ? *length_ - data_offset_ : 0;
+    const auto n = static_cast<std::size_t>(slices);
+    const auto k = static_cast<std::size_t>(s);
+    return data_offset_ + k * (bytes / n) + std::min(k, bytes % n);
+  }
+
+  /// Passes over the data lines before the stop offset without parsing them, counting
+  /// them (and moving the array position) as if they had been read.
+  void skip_data_lines() {
+    while (next_data_line()) {
+      ++read_;
+      if (header_.format == MmFormat::array) next_array_position();
+    }
+  }
+
   /// Reserves room for the entries the size line declares, but never for more than
-  /// the input can hold (a coordinate line takes at least 4 bytes, "1 1\n", an
+  /// `bytes` of input can hold (a coordinate line takes at least 4 bytes, "1 1\n", an
   /// array line 2), so that a fuzzed header cannot exhaust memory.
-  void reserve() {
+  void reserve(std::optional<std::size_t> bytes) {
     const index_t line_bytes = header_.format == MmFormat::coordinate ? 4 : 2;
-    const index_t room = length_ ? static_cast<index_t>(*length_) / line_bytes : unknown_length_reserve;
+    const index_t room = bytes ? static_cast<index_t>(*bytes) / line_bytes : unknown_length_reserve;
     const index_t mirrored = header_.symmetry == MmSymmetry::general ? 1 : 2;
     const auto n = static_cast<std::size_t>(std::min(count_, room) * mirrored);
     row_idx_.reserve(n);
@@ -413,10 +463,10 @@ private:
     advise_huge_pages(values_);
   }
 
+  /// The entries of the data lines up to the stop offset.
   void read_coordinate_entries() {
-    for (index_t k = 0; k < count_; ++k) {
-      const auto line = next_data_line();
-      if (!line) fail_at_end("expected entry " + std::to_string(k + 1) + " of " + std::to_string(count_));
+    while (const auto line = next_data_line()) {
+      if (read_ == count_) fail_beyond_count();
       Tokens tokens(*line);
       const index_t i = parse_index(tokens.next(), rows_, "row");
       const index_t j = parse_index(tokens.next(), cols_, "column");
@@ -426,25 +476,27 @@ private:
         fail("expected no diagonal entry in a skew-symmetric matrix, found (" + std::to_string(i) + ", " +
              std::to_string(j) + ")");
       add(i - 1, j - 1, v);
+      ++read_;
     }
   }
 
-  /// Array values, one per line, column by column over the stored rows of each
-  /// column (see first_stored_row).
+  /// The array values of the data lines up to the stop offset, one per line.
   void read_array_values() {
-    index_t i = first_stored_row(0, header_.symmetry);
-    index_t j = 0;
-    for (index_t k = 0; k < count_; ++k) {
-      const auto line = next_data_line();
-      if (!line) fail_at_end("expected value " + std::to_string(k + 1) + " of " + std::to_string(count_));
+    while (const auto line = next_data_line()) {
+      if (read_ == count_) fail_beyond_count();
       Tokens tokens(*line);
       const double v = parse_value(tokens.next());
       expect_end_of_line(tokens);
-      add(i, j, v);
-      if (++i == rows_) i = first_stored_row(++j, header_.symmetry);
+      add(row_, col_, v);
+      ++read_;
+      next_array_position();
     }
-    if (header_.symmetry == MmSymmetry::skew_symmetric)
-      for (index_t d = 0; d < rows_; ++d) push(d, d, 0.0);
+  }
+
+  /// Array values go column by column over the stored rows of each column (see
+  /// first_stored_row).
+  void next_array_position() noexcept {
+    if (++row_ == rows_) row_ = first_stored_row(++col_, header_.symmetry);
   }
 
   /// A 1-based index in [1, size].
@@ -480,10 +532,21 @@ private:
       fail("expected end of line, found trailing " + describe(extra));
   }
 
-  void expect_end_of_input() {
-    if (next_data_line())
-      fail("expected end of file after the " + std::to_string(count_) + " " +
-           (header_.format == MmFormat::coordinate ? "entries" : "values") + " the size line declares");
+  /// Fails on a data line after the entries (values) the size line declares.
+  [[noreturn]] void fail_beyond_count() const {
+    fail("expected end of file after the " + std::to_string(count_) + " " +
+         (header_.format == MmFormat::coordinate ? "entries" : "values") + " the size line declares");
+  }
+
+  /// At the end of the input: fails unless every declared entry (value) was read; adds
+  /// the zero diagonal of a skew-symmetric array.
+  void expect_complete() {
+    const bool coordinate = header_.format == MmFormat::coordinate;
+    if (read_ < count_)
+      fail_at_end("expected " + std::string(coordinate ? "entry " : "value ") + std::to_string(read_ + 1) + " of " +
+                  std::to_string(count_));
+    if (!coordinate && header_.symmetry == MmSymmetry::skew_symmetric)
+      for (index_t d = 0; d < rows_; ++d) push(d, d, 0.0);
   }
 
   /// Adds the 0-based entry (i, j) and, for symmetric kinds, its mirror.
@@ -506,6 +569,10 @@ private:
   index_t rows_ = 0;
   index_t cols_ = 0;
   index_t count_ = 0;  // entries (coordinate) or values (array) the file stores
+  std::size_t data_offset_ = 0;  // of the first line after the size line
+  index_t read_ = 0;             // entries (values) before the next data line
+  index_t row_ = 0;              // array: the 0-based (row, column) of the next value
+  index_t col_ = 0;
   std::vector<index_t> row_idx_;
   std::vector<index_t> col_idx_;
   std::vector<double> values_;
@@ -820,15 +887,21 @@ private:
 
 }  // namespace
 
-MmMatrix read_matrix_market(std::istream& in, std::string_view source) { return MmReader(in, source).read(); }
+MmMatrix read_matrix_market(std::istream& in, std::string_view source) { return MmReader(in, source).read(0, 1); }
 
-MmMatrix read_matrix_market(const fs::path& path) {
+MmMatrix read_matrix_market(const fs::path& path) { return read_matrix_market_slice(path, 0, 1); }
+
+MmMatrix read_matrix_market_slice(const fs::path& path, index_t slice, index_t slices) {
+  if (slices < 1) throw InvalidArgument("read_matrix_market_slice: slices = " + std::to_string(slices) + ", expected >= 1");
+  if (slice < 0 || slice >= slices)
+    throw InvalidArgument("read_matrix_market_slice: slice = " + std::to_string(slice) + " is out of range [0, " +
+                          std::to_string(slices) + ")");
   const std::string name = path.string();
   std::error_code error;
   if (fs::is_directory(path, error)) throw IoError("cannot read '" + name + "': is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot read '" + name + "': " + std::strerror(errno));
-  return read_matrix_market(in, name);
+  return MmReader(in, name).read(slice, slices);
 }
 
 void write_matrix_market(std::ostream& out, const CooMatrix<double>& A, const MmWriteOptions& options) {

@@ -46,6 +46,7 @@ void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t 
     A.apply(DenseView<const T>(P, n, k, k), DenseView<T>(Q, n, k, k));
     pq.run(2.0 * elements, dot_rows);
   }
+  pq.reduce(A);
 }
 
 template <SolverValue T>
@@ -101,6 +102,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
         }
       });
     });
+    init.reduce(A);
     for (index_t j = 0; j < k; ++j) {
       bb[j] = init.sum(j);
       rz[j] = init.sum(2 * k + j);
@@ -146,6 +148,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
         }
       });
     });
+    update.reduce(A);
     double worst = 0.0;
     for (index_t j = 0; j < k; ++j) {
       if (!active[j]) continue;

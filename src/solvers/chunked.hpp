@@ -45,22 +45,31 @@ public:
     });
   }
 
-  /// Reduction j of the last run: lanes in order within a chunk, then chunks in order.
-  [[nodiscard]] double sum(index_t j) const {
-    double total = 0.0;
-    for (index_t c = 0; c < chunks_; ++c) {
-      double chunk = 0.0;
-      for (index_t l = 0; l < kLanes; ++l) chunk += lanes_[(c * kLanes + l) * m_ + j];
-      total += chunk;
+  /// Totals the reductions of the last run: lanes in order within a chunk, then chunks
+  /// in order, then over the processes of a distributed operator (`op.sum`, collective).
+  template <class Operator>
+  void reduce(const Operator& op) {
+    for (index_t j = 0; j < m_; ++j) {
+      double total = 0.0;
+      for (index_t c = 0; c < chunks_; ++c) {
+        double chunk = 0.0;
+        for (index_t l = 0; l < kLanes; ++l) chunk += lanes_[(c * kLanes + l) * m_ + j];
+        total += chunk;
+      }
+      totals_[j] = total;
     }
-    return total;
+    op.sum(totals_);
   }
+
+  /// Reduction j as the last `reduce` totalled it.
+  [[nodiscard]] double sum(index_t j) const { return totals_[j]; }
 
 private:
   index_t n_;
   index_t m_;
   index_t chunks_;
   std::vector<double> lanes_;
+  std::vector<double> totals_ = std::vector<double>(static_cast<std::size_t>(m_), 0.0);
 };
 
 /// Calls row_fn(i, lane) for rows [r0, r1), lane = (i - r0) % kLanes, without a division.

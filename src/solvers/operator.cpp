@@ -48,6 +48,17 @@ LinearOperator<T>::LinearOperator(index_t n, Apply apply) : n_(n), apply_(std::m
 }
 
 template <SolverValue T>
+LinearOperator<T>::LinearOperator(index_t n, Apply apply, Distribution distribution)
+    : LinearOperator(n, std::move(apply)) {
+  if (!distribution.sum) throw InvalidArgument("LinearOperator: distribution.sum is empty, expected a callable");
+  if (!(distribution.offset >= 0 && distribution.offset <= distribution.global_size - n))
+    throw InvalidArgument(detail::concat("LinearOperator: rows [", distribution.offset, ", ", distribution.offset + n,
+                                         ") are outside the ", distribution.global_size, " rows of the problem"));
+  distributed_ = true;
+  distribution_ = std::move(distribution);
+}
+
+template <SolverValue T>
 LinearOperator<T>::LinearOperator(const CsrMatrix<T>& A)
     : n_(A.rows()), apply_([&A](DenseView<const T> X, DenseView<T> Y) { spmm(T(1), A, X, T(0), Y); }), csr_(&A) {
   check_square(A.rows(), A.cols(), "LinearOperator");

@@ -57,6 +57,7 @@ SolveResult<T> polynomial_steps(const LinearOperator<T>& A, std::span<const T> b
       lanes[l * 3 + 2] += std::isfinite(x[i]) ? 0.0 : 1.0;
     });
   });
+  sums.reduce(A);
   const double rr = sums.sum(0), bb = sums.sum(1);
   res.iterations = static_cast<index_t>(a.size());
   res.rel_residual = bb > 0.0 ? std::sqrt(rr / bb) : std::sqrt(rr);
@@ -111,16 +112,20 @@ EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, dou
   detail::check_nonnegative(max_iter, "power_iteration: max_iter");
   if (!(tol >= 0.0)) throw InvalidArgument(detail::concat("power_iteration: tol = ", tol, " must be >= 0"));
   const index_t n = A.size();
-  EigenResult<T> res{0.0, std::vector<T>(static_cast<std::size_t>(n)), 0, n == 0};
-  if (n == 0) return res;
+  EigenResult<T> res{0.0, std::vector<T>(static_cast<std::size_t>(n)), 0, A.global_size() == 0};
+  if (A.global_size() == 0) return res;
   std::vector<T>& v = res.eigenvector;
   std::vector<T> y = detail::make_vector<T>(n, "power_iteration: product");
-  detail::SplitMix64 rng{0x5eed};  // a fixed start, the same for every run and thread count
+  // A fixed start, the same for every run, thread count and process count: entry i is
+  // draw i of one stream (a process skips the draws of the rows before its own).
+  detail::SplitMix64 rng{0x5eed};
+  for (index_t i = 0; i < A.offset(); ++i) (void)rng.symmetric();
   double vv = 0.0;
   for (T& vi : v) {
     vi = static_cast<T>(rng.symmetric());
     vv += static_cast<double>(vi) * static_cast<double>(vi);
   }
+  A.sum(std::span<double>(&vv, 1));
   for (T& vi : v) vi = static_cast<T>(static_cast<double>(vi) / std::sqrt(vv));
   ChunkedSums sums(n, 2);
   const double elements = static_cast<double>(n);
@@ -132,6 +137,7 @@ EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, dou
         lanes[l * 2 + 1] += static_cast<double>(y[i]) * static_cast<double>(y[i]);
       });
     });
+    sums.reduce(A);
     const double lambda = sums.sum(0), yy = sums.sum(1);
     if (!std::isfinite(yy)) break;  // keep the last finite iterate
     res.iterations = it;
@@ -149,6 +155,7 @@ EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, dou
         v[i] = static_cast<T>(static_cast<double>(y[i]) * scale);
       });
     });
+    sums.reduce(A);
     if (std::sqrt(sums.sum(0)) <= tol * std::fabs(lambda)) {
       res.converged = true;
       break;

@@ -14,10 +14,12 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "trnsparse/io.hpp"
 #include "trnsparse/types.hpp"
@@ -121,6 +123,20 @@ private:
 
   std::string body_;
 };
+
+/// n values in [-1, 1) from a fixed xorshift64 stream: the same vector in every run and
+/// on every machine (the `--rhs random` of the solve commands).
+inline std::vector<double> fixed_random_vector(index_t n) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  std::uint64_t state = 0x243f6a8885a308d3ull;
+  for (double& x : v) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    x = static_cast<double>(state >> 11) * 0x1p-52 - 1.0;
+  }
+  return v;
+}
 
 /// Writes `line` and a newline to stdout (main checks stdout once at the end).
 inline void print_line(std::string_view line) {

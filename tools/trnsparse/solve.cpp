@@ -38,18 +38,8 @@ struct SolveCliOptions {
 /// The right-hand side: all ones, a fixed pseudo-random vector in [-1, 1), or the single
 /// column of a Matrix Market file with n rows.
 std::vector<double> right_hand_side(const std::string& rhs, index_t n) {
-  std::vector<double> b(static_cast<std::size_t>(n), 1.0);
-  if (rhs == "ones") return b;
-  if (rhs == "random") {
-    std::uint64_t state = 0x243f6a8885a308d3ull;  // xorshift64: the same vector every run
-    for (double& v : b) {
-      state ^= state << 13;
-      state ^= state >> 7;
-      state ^= state << 17;
-      v = static_cast<double>(state >> 11) * 0x1p-52 - 1.0;
-    }
-    return b;
-  }
+  if (rhs == "ones") return std::vector<double>(static_cast<std::size_t>(n), 1.0);
+  if (rhs == "random") return fixed_random_vector(n);
   const Dense<double> d = to_dense(read_matrix_market(rhs).entries);
   if (d.rows() != n || d.cols() != 1)
     throw InvalidArgument(rhs + ": right-hand side is " + std::to_string(d.rows()) + " x " + std::to_string(d.cols()) +

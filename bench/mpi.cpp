@@ -1,0 +1,203 @@
+// `trnsparse-mpi-bench`: the MPI layer next to PETSc on the same matrix in the same run.
+//
+//     mpirun -np 1 build/bin/trnsparse-mpi-bench --poisson 100
+//     mpirun -np 2 build/bin/trnsparse-mpi-bench --poisson 100
+//
+// Every process generates its rows of the 3D Poisson matrix (poisson3d, 7-point) and
+// hands the same CSR arrays to trnsparse (DistCsrMatrix) and to PETSc (MATMPIAIJ).
+// Timed: one SpMV (trnsparse spmv vs MatMult) and one CG iteration (mpi::cg with Jacobi
+// vs KSPCG + PCJACOBI, both converging on the unpreconditioned relative residual), as the
+// median over --reps runs of the slowest process. The results are checked against each
+// other (SpMV relative difference, iteration counts, true residuals). One OpenMP thread
+// per process unless --threads says otherwise (PETSc runs one thread per process).
+// Process 0 prints one JSON line.
+#include <mpi.h>
+#include <petscksp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "trnsparse/generators.hpp"
+#include "trnsparse/mpi.hpp"
+#include "trnsparse/runtime.hpp"
+
+namespace {
+
+using trnsparse::index_t;
+
+int rank_of(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+int size_of(MPI_Comm c) {
+  int s = 0;
+  MPI_Comm_size(c, &s);
+  return s;
+}
+
+/// Median over `reps` runs (after one warm-up) of the slowest process's time of f, in ms.
+template <class F>
+double median_ms(int reps, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void check(PetscErrorCode e, const char* what) {
+  if (e != 0) {
+    std::fprintf(stderr, "trnsparse-mpi-bench: PETSc error %d in %s\n", static_cast<int>(e), what);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+}
+
+double global_norm(const std::vector<double>& v) {
+  double s = 0.0;
+  for (double x : v) s += x * x;
+  MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  index_t n = 100;
+  int reps = 10, threads = 1;
+  double tol = 1e-8;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--poisson" && has_value) n = std::atoll(argv[++i]);
+    else if (a == "--reps" && has_value) reps = std::atoi(argv[++i]);
+    else if (a == "--threads" && has_value) threads = std::atoi(argv[++i]);
+    else if (a == "--tol" && has_value) tol = std::atof(argv[++i]);
+    else {
+      if (rank_of(MPI_COMM_WORLD) == 0)
+        std::fprintf(stderr, "usage: trnsparse-mpi-bench [--poisson N] [--reps R] [--threads T] [--tol TOL]\n");
+      MPI_Finalize();
+      return 1;
+    }
+  }
+  if (n < 2 || reps < 1 || threads < 1) {
+    if (rank_of(MPI_COMM_WORLD) == 0) std::fprintf(stderr, "trnsparse-mpi-bench: expected N >= 2, R >= 1, T >= 1\n");
+    MPI_Finalize();
+    return 1;
+  }
+  int petsc_argc = 1;
+  char** petsc_argv = argv;
+  check(PetscInitialize(&petsc_argc, &petsc_argv, nullptr, nullptr), "PetscInitialize");
+  trnsparse::set_num_threads(threads);
+  const int rank = rank_of(MPI_COMM_WORLD), ranks = size_of(MPI_COMM_WORLD);
+  {
+    // The same rows for both: an even split (every Poisson row stores the same work).
+    const index_t N = n * n * n, first = N * rank / ranks, last = N * (rank + 1) / ranks, m = last - first;
+    const trnsparse::CsrMatrix<double> rows = trnsparse::poisson3d_rows<double>(n, first, last);
+    const trnsparse::mpi::DistCsrMatrix<double> D(MPI_COMM_WORLD, rows);
+
+    std::vector<PetscInt> ia(rows.row_ptr().begin(), rows.row_ptr().end()), ja(rows.col_indices().begin(), rows.col_indices().end());
+    Mat A;
+    check(MatCreateMPIAIJWithArrays(PETSC_COMM_WORLD, static_cast<PetscInt>(m), static_cast<PetscInt>(m), static_cast<PetscInt>(N),
+                                    static_cast<PetscInt>(N), ia.data(), ja.data(), rows.values().data(), &A),
+          "MatCreateMPIAIJWithArrays");
+    Vec px, py, pb, psol;
+    check(MatCreateVecs(A, &px, &py), "MatCreateVecs");
+    check(VecDuplicate(px, &pb), "VecDuplicate");
+    check(VecDuplicate(px, &psol), "VecDuplicate");
+
+    // x: a fixed pattern of global index; b = ones.
+    std::vector<double> x(static_cast<std::size_t>(m)), y(x.size()), b(x.size(), 1.0);
+    for (index_t i = 0; i < m; ++i) x[i] = std::sin(0.001 * static_cast<double>(first + i));
+    double* a = nullptr;
+    check(VecGetArray(px, &a), "VecGetArray");
+    std::copy(x.begin(), x.end(), a);
+    check(VecRestoreArray(px, &a), "VecRestoreArray");
+    check(VecSet(pb, 1.0), "VecSet");
+
+    const double ours_spmv = median_ms(reps * 5, [&] { D.spmv(1.0, x, 0.0, y); });
+    const double petsc_spmv = median_ms(reps * 5, [&] { check(MatMult(A, px, py), "MatMult"); });
+    double diff = 0.0, ref = 0.0;
+    {
+      const double* p = nullptr;
+      check(VecGetArrayRead(py, &p), "VecGetArrayRead");
+      for (index_t i = 0; i < m; ++i) {
+        diff = std::max(diff, std::fabs(y[i] - p[i]));
+        ref = std::max(ref, std::fabs(p[i]));
+      }
+      check(VecRestoreArrayRead(py, &p), "VecRestoreArrayRead");
+      const double both[2] = {diff, ref};
+      double out[2];
+      MPI_Allreduce(both, out, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      diff = out[0] / out[1];
+    }
+
+    // CG with Jacobi, to the same tolerance on ||b - Ax|| / ||b||.
+    const std::vector<double> M = trnsparse::mpi::jacobi_preconditioner(D);
+    trnsparse::SolveResult<double> ours;
+    const double ours_total = median_ms(reps, [&] { ours = trnsparse::mpi::cg(D, b, {.tol = tol, .max_iter = 100000, .preconditioner = M}); });
+    KSP ksp;
+    PC pc;
+    check(KSPCreate(PETSC_COMM_WORLD, &ksp), "KSPCreate");
+    check(KSPSetOperators(ksp, A, A), "KSPSetOperators");
+    check(KSPSetType(ksp, KSPCG), "KSPSetType");
+    check(KSPGetPC(ksp, &pc), "KSPGetPC");
+    check(PCSetType(pc, PCJACOBI), "PCSetType");
+    check(KSPSetNormType(ksp, KSP_NORM_UNPRECONDITIONED), "KSPSetNormType");
+    check(KSPSetTolerances(ksp, tol, 0.0, PETSC_DEFAULT, 100000), "KSPSetTolerances");
+    check(KSPSetUp(ksp), "KSPSetUp");
+    const double petsc_total = median_ms(reps, [&] { check(KSPSolve(ksp, pb, psol), "KSPSolve"); });
+    PetscInt petsc_iters = 0;
+    check(KSPGetIterationNumber(ksp, &petsc_iters), "KSPGetIterationNumber");
+    // True residuals of both solutions, through trnsparse's product.
+    std::vector<double> r = b, xs(static_cast<std::size_t>(m)), rp = b;
+    D.spmv(-1.0, ours.x, 1.0, r);
+    {
+      const double* p = nullptr;
+      check(VecGetArrayRead(psol, &p), "VecGetArrayRead");
+      std::copy(p, p + m, xs.begin());
+      check(VecRestoreArrayRead(psol, &p), "VecRestoreArrayRead");
+    }
+    D.spmv(-1.0, xs, 1.0, rp);
+    const double bn = global_norm(b), ours_res = global_norm(r) / bn, petsc_res = global_norm(rp) / bn;
+
+    if (rank == 0) {
+      const auto per = [](double total, double iters) { return iters > 0 ? total / iters : 0.0; };
+      std::printf(
+          "{\"bench\":\"mpi\",\"matrix\":\"poisson3d(%lld)\",\"ranks\":%d,\"threads\":%d,\"n\":%lld,\"nnz\":%lld,"
+          "\"trnsparse_spmv_ms\":%.6g,\"petsc_spmv_ms\":%.6g,\"spmv_rel_diff\":%.3g,"
+          "\"trnsparse_iter_ms\":%.6g,\"petsc_iter_ms\":%.6g,\"trnsparse_iterations\":%lld,\"petsc_iterations\":%lld,"
+          "\"trnsparse_rel_residual\":%.3g,\"petsc_rel_residual\":%.3g,\"trnsparse_solve_ms\":%.6g,\"petsc_solve_ms\":%.6g,"
+          "\"ghost_rows_rank0\":%lld}\n",
+          static_cast<long long>(n), ranks, trnsparse::num_threads(), static_cast<long long>(N),
+          static_cast<long long>(D.global_stored()), ours_spmv, petsc_spmv, diff,
+          per(ours_total, static_cast<double>(ours.iterations)), per(petsc_total, static_cast<double>(petsc_iters)),
+          static_cast<long long>(ours.iterations), static_cast<long long>(petsc_iters), ours_res, petsc_res, ours_total,
+          petsc_total, static_cast<long long>(D.ghost_blocks()));
+      std::fflush(stdout);
+    }
+    check(KSPDestroy(&ksp), "KSPDestroy");
+    check(VecDestroy(&px), "VecDestroy");
+    check(VecDestroy(&py), "VecDestroy");
+    check(VecDestroy(&pb), "VecDestroy");
+    check(VecDestroy(&psol), "VecDestroy");
+    check(MatDestroy(&A), "MatDestroy");
+  }
+  check(PetscFinalize(), "PetscFinalize");
+  MPI_Finalize();
+  return 0;
+}

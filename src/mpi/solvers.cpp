@@ -1,0 +1,173 @@
+// The solvers of solvers.hpp over a DistMatrix: a LinearOperator whose reductions are
+// summed over the processes (in process order), and argument checks agreed on by every
+// process before the first collective, so that a bad argument on one process is an
+// error on all of them rather than a process waiting forever.
+#include <algorithm>
+#include <cmath>
+
+#include "mpi/collective.hpp"
+#include "solvers/chunked.hpp"
+#include "trnsparse/error.hpp"
+#include "trnsparse/mpi.hpp"
+#include "trnsparse/ops.hpp"
+
+namespace trnsparse::mpi {
+
+using detail::agree;
+using detail::concat;
+using detail::count;
+using detail::datatype;
+
+namespace {
+
+/// Checks that `values` agree on every process (the loop limits and tolerances of a
+/// solve: a process leaving the loop early would leave the others waiting).
+void check_same(MPI_Comm comm, std::span<const double> values, const char* who, const char* names) {
+  const std::vector<double> all = detail::allgather(comm, values);
+  for (std::size_t p = 1; p < all.size() / values.size(); ++p)
+    for (std::size_t j = 0; j < values.size(); ++j)
+      if (!(all[p * values.size() + j] == all[j]) && !(std::isnan(all[j]) && std::isnan(all[p * values.size() + j])))
+        throw InvalidArgument(concat(who, ": ", names, " differ between process 0 and process ", p,
+                                     ", expected the same on every process"));
+}
+
+/// Agreed check of this process's rows of a vector: `v` has local_rows() finite values
+/// (or, when optional, none on every process).
+template <class Local>
+void check_rows(const DistMatrix<Local>& A, std::span<const value_t<Local>> v, bool optional, const char* who,
+                const char* what) {
+  agree(A.comm(), [&] { solvers::check_vector(v, A.local_rows(), optional, who, what, "local_rows()"); });
+  if (!optional) return;
+  const double given = v.empty() ? 0.0 : 1.0;
+  check_same(A.comm(), std::span<const double>(&given, 1), who, concat("the presence of ", what).c_str());
+}
+
+}  // namespace
+
+template <class Local>
+LinearOperator<value_t<Local>> linear_operator(const DistMatrix<Local>& A) {
+  using T = value_t<Local>;
+  return LinearOperator<T>(
+      A.local_rows(), [&A](DenseView<const T> X, DenseView<T> Y) { A.spmm(T(1), X, T(0), Y); },
+      typename LinearOperator<T>::Distribution{A.rows(), A.row_offset(),
+                                               [&A](std::span<double> partial) { detail::allsum(A.comm(), partial); }});
+}
+
+template <class Local>
+std::vector<value_t<Local>> jacobi_preconditioner(const DistMatrix<Local>& A) {
+  std::vector<value_t<Local>> m;
+  agree(A.comm(), [&] {
+    try {
+      m = trnsparse::jacobi_preconditioner(A.diagonal_part());
+    } catch (const InvalidArgument& e) {  // name the global row, not the local one
+      throw InvalidArgument(concat(e.what(), " (local row of process ", A.rank(), ", whose rows start at ",
+                                   A.row_offset(), ")"));
+    }
+  });
+  return m;
+}
+
+template <class Local>
+SolveResult<value_t<Local>> cg(const DistMatrix<Local>& A, std::span<const value_t<Local>> b,
+                               const CgOptions<value_t<Local>>& options) {
+  const char* who = "mpi::cg";
+  check_rows(A, b, false, who, "b");
+  check_rows(A, options.x0, true, who, "x0");
+  check_rows(A, options.preconditioner, true, who, "preconditioner");
+  const double limits[2] = {options.tol, static_cast<double>(options.max_iter)};
+  check_same(A.comm(), limits, who, "tol and max_iter");
+  return trnsparse::cg(linear_operator(A), b, options);
+}
+
+template <class Local>
+SolveResult<value_t<Local>> chebyshev(const DistMatrix<Local>& A, std::span<const value_t<Local>> b, double lmin,
+                                      double lmax, index_t steps) {
+  const char* who = "mpi::chebyshev";
+  check_rows(A, b, false, who, "b");
+  const double limits[3] = {lmin, lmax, static_cast<double>(steps)};
+  check_same(A.comm(), limits, who, "lmin, lmax and steps");
+  return trnsparse::chebyshev(linear_operator(A), b, lmin, lmax, steps);
+}
+
+template <class Local>
+EigenResult<value_t<Local>> power_iteration(const DistMatrix<Local>& A, index_t max_iter, double tol) {
+  const double limits[2] = {tol, static_cast<double>(max_iter)};
+  check_same(A.comm(), limits, "mpi::power_iteration", "tol and max_iter");
+  return trnsparse::power_iteration(linear_operator(A), max_iter, tol);
+}
+
+template <class Local>
+Dense<value_t<Local>> gather_rows(const DistMatrix<Local>& A, DenseView<const value_t<Local>> local, int root) {
+  using T = value_t<Local>;
+  MPI_Comm comm = A.comm();
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  agree(comm, [&] {
+    trnsparse::detail::check_dim(local.rows, A.local_rows(), "mpi::gather_rows", "local", "rows", "local_rows()");
+  });
+  const double k = static_cast<double>(local.cols);
+  check_same(comm, std::span<const double>(&k, 1), "mpi::gather_rows", "the column counts of local");
+  std::vector<T> packed(static_cast<std::size_t>(local.rows * local.cols));
+  for (index_t i = 0; i < local.rows; ++i) std::copy_n(local.data + i * local.ld, local.cols, packed.data() + i * local.cols);
+  std::vector<int> counts(static_cast<std::size_t>(size)), at(counts.size());
+  Dense<T> all;
+  if (rank == root) {
+    all = Dense<T>(A.rows(), local.cols);
+    for (int p = 0; p < size; ++p) {
+      const index_t b = A.block_size(), f = std::min(A.rows(), A.partition().first(p) * b),
+                    l = std::min(A.rows(), A.partition().first(p + 1) * b);
+      counts[p] = count((l - f) * local.cols, "mpi::gather_rows");
+      at[p] = count(f * local.cols, "mpi::gather_rows");
+    }
+  }
+  MPI_Gatherv(packed.data(), count(static_cast<index_t>(packed.size()), "mpi::gather_rows"), datatype<T>(),
+              rank == root ? all.values().data() : nullptr, counts.data(), at.data(), datatype<T>(), root, comm);
+  return all;
+}
+
+template <class Local>
+Dense<value_t<Local>> scatter_rows(const DistMatrix<Local>& A, const Dense<value_t<Local>>* global, index_t k, int root) {
+  using T = value_t<Local>;
+  MPI_Comm comm = A.comm();
+  int rank = 0, size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  agree(comm, [&] {
+    if (rank != root) return;
+    if (global == nullptr) throw InvalidArgument(concat("mpi::scatter_rows: global is null on root process ", root));
+    trnsparse::detail::check_dim(global->rows(), A.rows(), "mpi::scatter_rows", "global", "rows", "A.rows()");
+    trnsparse::detail::check_dim(global->cols(), k, "mpi::scatter_rows", "global", "columns", "k");
+  });
+  const double kd = static_cast<double>(k);
+  check_same(comm, std::span<const double>(&kd, 1), "mpi::scatter_rows", "k");
+  std::vector<int> counts(static_cast<std::size_t>(size)), at(counts.size());
+  for (int p = 0; p < size; ++p) {
+    const index_t b = A.block_size(), f = std::min(A.rows(), A.partition().first(p) * b),
+                  l = std::min(A.rows(), A.partition().first(p + 1) * b);
+    counts[p] = count((l - f) * k, "mpi::scatter_rows");
+    at[p] = count(f * k, "mpi::scatter_rows");
+  }
+  Dense<T> mine(A.local_rows(), k);
+  MPI_Scatterv(rank == root ? global->values().data() : nullptr, counts.data(), at.data(), datatype<T>(),
+               mine.values().data(), counts[rank], datatype<T>(), root, comm);
+  return mine;
+}
+
+#define TRNSPARSE_INSTANTIATE(Local)                                                                                 \
+  template LinearOperator<value_t<Local>> linear_operator(const DistMatrix<Local>&);                                \
+  template std::vector<value_t<Local>> jacobi_preconditioner(const DistMatrix<Local>&);                             \
+  template SolveResult<value_t<Local>> cg(const DistMatrix<Local>&, std::span<const value_t<Local>>,                \
+                                          const CgOptions<value_t<Local>>&);                                       \
+  template SolveResult<value_t<Local>> chebyshev(const DistMatrix<Local>&, std::span<const value_t<Local>>, double, \
+                                                 double, index_t);                                                  \
+  template EigenResult<value_t<Local>> power_iteration(const DistMatrix<Local>&, index_t, double);                  \
+  template Dense<value_t<Local>> gather_rows(const DistMatrix<Local>&, DenseView<const value_t<Local>>, int);       \
+  template Dense<value_t<Local>> scatter_rows(const DistMatrix<Local>&, const Dense<value_t<Local>>*, index_t, int);
+TRNSPARSE_INSTANTIATE(CsrMatrix<float>)
+TRNSPARSE_INSTANTIATE(CsrMatrix<double>)
+TRNSPARSE_INSTANTIATE(BsrMatrix<float>)
+TRNSPARSE_INSTANTIATE(BsrMatrix<double>)
+#undef TRNSPARSE_INSTANTIATE
+
+}  // namespace trnsparse::mpi

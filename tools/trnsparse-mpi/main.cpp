@@ -1,0 +1,193 @@
+/// @file main.cpp
+/// `trnsparse-mpi`: distributed solves from the command line, run under mpirun.
+///
+///     mpirun -np 2 build/bin/trnsparse-mpi solve --poisson 100 --json
+///     mpirun -np 4 build/bin/trnsparse-mpi solve tests/data/1138_bus.mtx --block-size 4
+///
+/// `solve [FILE.mtx | --poisson N]`: conjugate gradients (float64) on a Matrix Market
+/// matrix, which every process reads its slice of, or on the 3D Poisson problem
+/// poisson3d(N), which every process generates its own rows of. `--block-size 1` (the
+/// default) stores CSR, larger sizes BSR. Process 0 prints; `--json` prints one line with
+/// ranks, threads, n, nnz, converged, iterations, rel_residual (the recurrence's),
+/// true_rel_residual (||b - A x|| / ||b|| recomputed), seconds and setup_seconds.
+/// Exit status as the trnsparse tool's: 0, 1 for bad input (every process agrees), 2 internal.
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cli.hpp"
+#include "trnsparse/convert.hpp"
+#include "trnsparse/error.hpp"
+#include "trnsparse/generators.hpp"
+#include "trnsparse/mpi.hpp"
+#include "trnsparse/runtime.hpp"
+#include "trnsparse/version.hpp"
+
+namespace trnsparse::cli {
+namespace {
+
+struct MpiSolveOptions {
+  std::string file;
+  index_t poisson = 64;
+  index_t block_size = 1;
+  std::string rhs = "ones";
+  double tol = 1e-8;
+  index_t max_iter = 10000;
+  std::string precond = "jacobi";
+  bool json = false;
+};
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+/// This process's rows of poisson3d(n), as many block rows per process as evenly as the
+/// block size allows (each row of the stencil stores the same work).
+template <class Local>
+mpi::DistMatrix<Local> poisson_rows(index_t n, index_t b) {
+  const index_t N = n * n * n, block_rows = (N + b - 1) / b, p = world_rank(), P = world_size();
+  const index_t first = std::min(N, block_rows * p / P * b), last = std::min(N, block_rows * (p + 1) / P * b);
+  CsrMatrix<double> rows = poisson3d_rows<double>(n, first, last);
+  if constexpr (std::is_same_v<Local, CsrMatrix<double>>) return mpi::DistMatrix<Local>(MPI_COMM_WORLD, rows);
+  else return mpi::DistMatrix<Local>(MPI_COMM_WORLD, to_bsr(rows, b));
+}
+
+template <class Local>
+void solve(const MpiSolveOptions& o) {
+  const auto setup_start = std::chrono::steady_clock::now();
+  const bool from_file = !o.file.empty();
+  const mpi::DistMatrix<Local> A = from_file ? mpi::DistMatrix<Local>::read_matrix_market(MPI_COMM_WORLD, o.file, o.block_size)
+                                             : poisson_rows<Local>(o.poisson, o.block_size);
+  const std::string problem = from_file ? o.file : "poisson3d(" + std::to_string(o.poisson) + ")";
+  const std::vector<double> global_b =
+      o.rhs == "random" ? fixed_random_vector(A.rows()) : std::vector<double>(static_cast<std::size_t>(A.rows()), 1.0);
+  const std::vector<double> b(global_b.begin() + A.row_offset(), global_b.begin() + A.row_offset() + A.local_rows());
+  const std::vector<double> M = o.precond == "jacobi" ? mpi::jacobi_preconditioner(A) : std::vector<double>{};
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double setup = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
+
+  const auto start = std::chrono::steady_clock::now();
+  const SolveResult<double> res = mpi::cg(A, b, {.tol = o.tol, .max_iter = o.max_iter, .preconditioner = M});
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // The true residual, recomputed with one more distributed product.
+  std::vector<double> r = b;
+  A.spmv(-1.0, res.x, 1.0, r);
+  double sums[2] = {0.0, 0.0};
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    sums[0] += r[i] * r[i];
+    sums[1] += b[i] * b[i];
+  }
+  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const double true_rel = sums[1] > 0.0 ? std::sqrt(sums[0] / sums[1]) : std::sqrt(sums[0]);
+  if (world_rank() != 0) return;
+  if (o.json) {
+    JsonObject line;
+    line.string("problem", problem)
+        .integer("ranks", world_size())
+        .integer("threads", num_threads())
+        .integer("n", A.rows())
+        .integer("nnz", A.global_stored() * o.block_size * o.block_size)
+        .integer("block_size", o.block_size)
+        .string("precond", o.precond)
+        .boolean("converged", res.converged())
+        .string("status", to_string(res.status))
+        .integer("iterations", res.iterations)
+        .number("rel_residual", res.rel_residual)
+        .number("true_rel_residual", true_rel)
+        .number("seconds", seconds)
+        .number("ms_per_iteration", res.iterations > 0 ? 1e3 * seconds / static_cast<double>(res.iterations) : 0.0)
+        .number("setup_seconds", setup);
+    print_line(line.str());
+    return;
+  }
+  std::printf("%s: %lld rows, %lld stored %s on %d processes x %d threads, preconditioner %s\n", problem.c_str(),
+              static_cast<long long>(A.rows()), static_cast<long long>(A.global_stored()),
+              o.block_size == 1 ? "non-zeros (CSR)" : "blocks (BSR)", world_size(), num_threads(), o.precond.c_str());
+  std::printf("cg: %s after %lld iterations, relative residual %.3e (recomputed %.3e), %.3f s (%.3f ms per iteration)\n",
+              std::string(to_string(res.status)).c_str(), static_cast<long long>(res.iterations), res.rel_residual,
+              true_rel, seconds, res.iterations > 0 ? 1e3 * seconds / static_cast<double>(res.iterations) : 0.0);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Distributed trnsparse solves (run under mpirun).", "trnsparse-mpi"};
+  app.set_version_flag("--version", std::string("trnsparse-mpi ") + trnsparse::version_string);
+  app.require_subcommand(1);
+  auto o = std::make_shared<MpiSolveOptions>();
+  CLI::App* cmd = app.add_subcommand("solve", "Conjugate gradients on a Matrix Market file or the 3D Poisson problem");
+  cmd->add_option("file", o->file, "Matrix Market file of a symmetric positive definite matrix")->check(CLI::ExistingFile);
+  cmd->add_option("--poisson", o->poisson, "Grid points per dimension of the Poisson problem (N^3 rows)")
+      ->check(CLI::Range(1, 2048))
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "1 stores CSR, larger sizes BSR")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--rhs", o->rhs, "Right-hand side")->check(CLI::IsMember({"ones", "random"}))->capture_default_str();
+  cmd->add_option("--tol", o->tol, "Tolerance on ||b - Ax|| / ||b||")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cmd->add_option("--maxiter", o->max_iter, "Maximum number of iterations")
+      ->check(CLI::Range(index_t{0}, index_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--precond", o->precond, "Preconditioner")->check(CLI::IsMember({"jacobi", "none"}))->capture_default_str();
+  add_json_flag(*cmd, o->json);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every process parses the same command line; only process 0 speaks.
+    std::ostringstream quiet;
+    const int status = world_rank() == 0 ? app.exit(e) : app.exit(e, quiet, quiet);
+    return status == 0 ? exit_ok : exit_bad_input;
+  }
+  if (o->block_size == 1) solve<CsrMatrix<double>>(*o);
+  else solve<BsrMatrix<double>>(*o);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) throw IoError("cannot write to standard output");
+  return exit_ok;
+}
+
+/// Process 0 reports; errors of the library are agreed on by every process (all throw).
+int report(const char* kind, const char* what, int status) {
+  if (world_rank() == 0) std::fprintf(stderr, "trnsparse-mpi: %s%s\n", kind, what);
+  return status;
+}
+
+}  // namespace
+}  // namespace trnsparse::cli
+
+int main(int argc, char** argv) {
+  using namespace trnsparse::cli;
+  MPI_Init(&argc, &argv);
+  int status = exit_ok;
+  try {
+    status = run(argc, argv);
+  } catch (const trnsparse::ParseError& e) {
+    status = report("", e.what(), exit_bad_input);
+  } catch (const trnsparse::IoError& e) {
+    status = report("", e.what(), exit_bad_input);
+  } catch (const trnsparse::NotSupported& e) {
+    status = report("", e.what(), exit_bad_input);
+  } catch (const trnsparse::InvalidArgument& e) {
+    status = report("", e.what(), exit_bad_input);
+  } catch (const trnsparse::DimensionMismatch& e) {
+    status = report("", e.what(), exit_bad_input);
+  } catch (const std::exception& e) {
+    status = report("internal error: ", e.what(), exit_internal_error);
+  }
+  MPI_Finalize();
+  return status;
+}
