@@ -7,7 +7,9 @@
 //   2. one pass: X += α P, R -= α Q, Z = M⁻¹ R, with rr_j = R_jᵀ R_j and rz_j = R_jᵀ Z_j;
 //   3. one pass: P = Z + β P.
 // (Without a preconditioner Z is R and is not stored.) Reductions run through
-// ChunkedSums: fixed order, bitwise the same for any thread count.
+// ChunkedSums: fixed order, bitwise the same for any thread count. The passes are
+// compiled twice: for one right-hand side (K = 1: no per-column bookkeeping in the
+// loops, which vectorise) and for any k (K = 0).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -22,14 +24,16 @@ namespace {
 
 using solvers::ChunkedSums;
 using solvers::for_rows;
+using solvers::kLanes;
 
-/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in `pq` (m = k).
-template <SolverValue T>
+/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in `pq` (m = k). K: k when fixed at compile time, else 0.
+template <index_t K, SolverValue T>
 void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t k, ChunkedSums& pq) {
   const auto dot_rows = [=](index_t r0, index_t r1, double* lanes) {
+    const index_t kk = K ? K : k;
     for_rows(r0, r1, [&](index_t i, index_t l) {
-      for (index_t j = 0; j < k; ++j)
-        lanes[l * k + j] += static_cast<double>(P[i * k + j]) * static_cast<double>(Q[i * k + j]);
+      for (index_t j = 0; j < kk; ++j)
+        lanes[j * kLanes + l] += static_cast<double>(P[i * kk + j]) * static_cast<double>(Q[i * kk + j]);
     });
   };
   const double elements = static_cast<double>(n) * static_cast<double>(k);
@@ -49,10 +53,10 @@ void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t 
   pq.reduce(A);
 }
 
-template <SolverValue T>
+template <index_t K, SolverValue T>
 BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, const CgOptions<T>& opt) {
   const char* who = "cg";
-  const index_t n = A.size(), k = B.cols;
+  const index_t n = A.size(), k = K ? K : B.cols;
   detail::check_dim(B.rows, n, who, "b", "rows", "A.size()");
   if (!(opt.tol >= 0.0)) throw InvalidArgument(detail::concat(who, ": tol = ", opt.tol, " must be >= 0"));
   detail::check_nonnegative(opt.max_iter, "cg: max_iter");
@@ -96,9 +100,9 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
           R[i * k + j] = r;
           z_out[i * k + j] = z;
           P[i * k + j] = z;
-          lanes[(l * 3) * k + j] += static_cast<double>(bij) * static_cast<double>(bij);
-          lanes[(l * 3 + 1) * k + j] += static_cast<double>(r) * static_cast<double>(r);
-          lanes[(l * 3 + 2) * k + j] += static_cast<double>(r) * static_cast<double>(z);
+          lanes[j * kLanes + l] += static_cast<double>(bij) * static_cast<double>(bij);
+          lanes[(k + j) * kLanes + l] += static_cast<double>(r) * static_cast<double>(r);
+          lanes[(2 * k + j) * kLanes + l] += static_cast<double>(r) * static_cast<double>(z);
         }
       });
     });
@@ -122,7 +126,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
 
   ChunkedSums pq(n, k), update(n, 2 * k);
   for (index_t it = 1; it <= opt.max_iter && std::ranges::find(active, 1) != active.end(); ++it) {
-    apply_dot(A, P.data(), Q.data(), n, k, pq);
+    apply_dot<K>(A, P.data(), Q.data(), n, k, pq);
     for (index_t j = 0; j < k; ++j) {
       if (!active[j]) continue;
       const double pAp = pq.sum(j);
@@ -132,10 +136,11 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
         active[j] = 0;
       }
     }
+    if (K == 1 && !active[0]) break;  // the passes below do not check the column
     update.run(5.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         for (index_t j = 0; j < k; ++j) {
-          if (!active[j]) continue;
+          if (K != 1 && !active[j]) continue;  // one column: the loop runs only while it is active
           const std::size_t e = static_cast<std::size_t>(i * k + j);
           const T a = static_cast<T>(alpha[j]);
           X[e] += a * P[e];
@@ -143,8 +148,8 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
           R[e] = r;
           const T z = minv ? minv[i] * r : r;
           z_out[e] = z;
-          lanes[(l * 2) * k + j] += static_cast<double>(r) * static_cast<double>(r);
-          lanes[(l * 2 + 1) * k + j] += static_cast<double>(r) * static_cast<double>(z);
+          lanes[j * kLanes + l] += static_cast<double>(r) * static_cast<double>(r);
+          lanes[(k + j) * kLanes + l] += static_cast<double>(r) * static_cast<double>(z);
         }
       });
     });
@@ -174,7 +179,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
     update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) {
       for (index_t i = r0; i < r1; ++i)
         for (index_t j = 0; j < k; ++j)
-          if (active[j]) P[i * k + j] = z_out[i * k + j] + static_cast<T>(beta[j]) * P[i * k + j];
+          if (K == 1 || active[j]) P[i * k + j] = z_out[i * k + j] + static_cast<T>(beta[j]) * P[i * k + j];
     });
   }
   return res;
@@ -184,13 +189,13 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
 
 template <SolverValue T>
 BlockSolveResult<T> cg(const LinearOperator<T>& A, DenseView<const std::type_identity_t<T>> B, const CgOptions<T>& options) {
-  return block_cg(A, B, options);
+  return B.cols == 1 ? block_cg<1>(A, B, options) : block_cg<0>(A, B, options);
 }
 
 template <SolverValue T>
 SolveResult<T> cg(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b, const CgOptions<T>& options) {
   detail::check_dim(static_cast<index_t>(b.size()), A.size(), "cg", "b", "elements", "A.size()");
-  BlockSolveResult<T> block = block_cg(A, DenseView<const T>(b.data(), A.size(), 1, 1), options);
+  BlockSolveResult<T> block = block_cg<1>(A, DenseView<const T>(b.data(), A.size(), 1, 1), options);
   const std::span<const T> x = block.X.values();
   return {std::vector<T>(x.begin(), x.end()), block.iterations[0], block.rel_residual[0], block.status[0]};
 }

@@ -31,8 +31,9 @@ public:
       : n_(n), m_(m), chunks_(detail::ceil_div(n, kChunkRows)),
         lanes_(detail::make_vector<double>(chunks_ * kLanes * std::max<index_t>(m, 1), "solver: reduction lanes")) {}
 
-  /// Runs body(r0, r1, lanes) for every chunk [r0, r1) of rows, lanes[l * m + j] being
-  /// the zeroed lane l of reduction j, on threads granted for `elements` touched values.
+  /// Runs body(r0, r1, lanes) for every chunk [r0, r1) of rows, lanes[j * kLanes + l]
+  /// being the zeroed lane l of reduction j (a reduction's lanes are contiguous, so a
+  /// body's 8 rows update them as one vector), on threads granted for `elements` values.
   template <class Body>
   void run(double elements, Body&& body) {
     const int parts = detail::parts_for(chunks_, elements);
@@ -53,7 +54,7 @@ public:
       double total = 0.0;
       for (index_t c = 0; c < chunks_; ++c) {
         double chunk = 0.0;
-        for (index_t l = 0; l < kLanes; ++l) chunk += lanes_[(c * kLanes + l) * m_ + j];
+        for (index_t l = 0; l < kLanes; ++l) chunk += lanes_[(c * m_ + j) * kLanes + l];
         total += chunk;
       }
       totals_[j] = total;
@@ -72,13 +73,15 @@ private:
   std::vector<double> totals_ = std::vector<double>(static_cast<std::size_t>(m_), 0.0);
 };
 
-/// Calls row_fn(i, lane) for rows [r0, r1), lane = (i - r0) % kLanes, without a division.
+/// Calls row_fn(i, lane) for rows [r0, r1), lane = (i - r0) % kLanes, without a division:
+/// full groups of kLanes rows (a loop of constant trip count, which the compiler turns
+/// into vector code), then the tail.
 template <class RowFn>
 inline void for_rows(index_t r0, index_t r1, RowFn&& row_fn) {
-  for (index_t i = r0; i < r1; i += kLanes) {
-    const index_t end = std::min(kLanes, r1 - i);
-    for (index_t l = 0; l < end; ++l) row_fn(i + l, l);
-  }
+  index_t i = r0;
+  for (; i + kLanes <= r1; i += kLanes)
+    for (index_t l = 0; l < kLanes; ++l) row_fn(i + l, l);
+  for (index_t l = 0; i + l < r1; ++l) row_fn(i + l, l);
 }
 
 /// Checks that `v` has `want` elements (named `want_name`) or, when `optional`, none,

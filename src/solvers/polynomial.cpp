@@ -14,6 +14,7 @@ namespace {
 
 using solvers::ChunkedSums;
 using solvers::for_rows;
+using solvers::kLanes;
 
 /// Step s: d = a[s] d + c[s] r, x += d, r -= A d. Each step is one product and one pass
 /// (the r update of step s is fused into the pass of step s + 1). The residual norm is
@@ -52,9 +53,9 @@ SolveResult<T> polynomial_steps(const LinearOperator<T>& A, std::span<const T> b
   sums.run(3.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
     for_rows(r0, r1, [&](index_t i, index_t l) {
       if (fold) r[i] -= w[i];
-      lanes[l * 3] += static_cast<double>(r[i]) * static_cast<double>(r[i]);
-      lanes[l * 3 + 1] += static_cast<double>(b[i]) * static_cast<double>(b[i]);
-      lanes[l * 3 + 2] += std::isfinite(x[i]) ? 0.0 : 1.0;
+      lanes[l] += static_cast<double>(r[i]) * static_cast<double>(r[i]);
+      lanes[kLanes + l] += static_cast<double>(b[i]) * static_cast<double>(b[i]);
+      lanes[2 * kLanes + l] += std::isfinite(x[i]) ? 0.0 : 1.0;
     });
   });
   sums.reduce(A);
@@ -133,8 +134,8 @@ EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, dou
     A.apply(DenseView<const T>(v.data(), n, 1, 1), DenseView<T>(y.data(), n, 1, 1));
     sums.run(2.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
-        lanes[l * 2] += static_cast<double>(v[i]) * static_cast<double>(y[i]);
-        lanes[l * 2 + 1] += static_cast<double>(y[i]) * static_cast<double>(y[i]);
+        lanes[l] += static_cast<double>(v[i]) * static_cast<double>(y[i]);
+        lanes[kLanes + l] += static_cast<double>(y[i]) * static_cast<double>(y[i]);
       });
     });
     sums.reduce(A);
@@ -151,7 +152,7 @@ EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, dou
     sums.run(2.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         const double e = static_cast<double>(y[i]) - lambda * static_cast<double>(v[i]);
-        lanes[l * 2] += e * e;
+        lanes[l] += e * e;
         v[i] = static_cast<T>(static_cast<double>(y[i]) * scale);
       });
     });
