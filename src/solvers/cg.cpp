@@ -88,6 +88,8 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   std::vector<double> bb(static_cast<std::size_t>(k)), rz(static_cast<std::size_t>(k));
   std::vector<double> alpha(static_cast<std::size_t>(k)), beta(static_cast<std::size_t>(k));
   std::vector<char> active(static_cast<std::size_t>(k), 1);
+  const char* live = active.data();
+  std::vector<T> alpha_t(static_cast<std::size_t>(k)), beta_t(static_cast<std::size_t>(k));
   {
     ChunkedSums init(n, 3 * k);
     const bool has_x0 = !opt.x0.empty();
@@ -137,19 +139,24 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
       }
     }
     if (K == 1 && !active[0]) break;  // the passes below do not check the column
+    for (index_t j = 0; j < k; ++j) alpha_t[j] = active[j] ? static_cast<T>(alpha[j]) : T(0);
     update.run(5.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         for (index_t j = 0; j < k; ++j) {
-          if (K != 1 && !active[j]) continue;  // one column: the loop runs only while it is active
+          // A frozen column keeps its values: selects, not branches, so that the loop
+          // over the columns vectorises (and a frozen column's NaN never spreads).
+          // One column (K = 1): the loop runs only while it is active.
+          const bool on = K == 1 || live[j];
           const std::size_t e = static_cast<std::size_t>(i * k + j);
-          const T a = static_cast<T>(alpha[j]);
-          X[e] += a * P[e];
+          const T a = alpha_t[j];
+          const T x = X[e] + a * P[e];
           const T r = R[e] - a * Q[e];
-          R[e] = r;
           const T z = minv ? minv[i] * r : r;
-          z_out[e] = z;
-          lanes[j * kLanes + l] += static_cast<double>(r) * static_cast<double>(r);
-          lanes[(k + j) * kLanes + l] += static_cast<double>(r) * static_cast<double>(z);
+          X[e] = on ? x : X[e];
+          R[e] = on ? r : R[e];
+          z_out[e] = on ? z : z_out[e];
+          lanes[j * kLanes + l] += on ? static_cast<double>(r) * static_cast<double>(r) : 0.0;
+          lanes[(k + j) * kLanes + l] += on ? static_cast<double>(r) * static_cast<double>(z) : 0.0;
         }
       });
     });
@@ -176,10 +183,13 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
         if (active[j]) res.status[j] = SolveStatus::stopped;
       break;
     }
+    for (index_t j = 0; j < k; ++j) beta_t[j] = static_cast<T>(beta[j]);
     update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) {
       for (index_t i = r0; i < r1; ++i)
-        for (index_t j = 0; j < k; ++j)
-          if (K == 1 || active[j]) P[i * k + j] = z_out[i * k + j] + static_cast<T>(beta[j]) * P[i * k + j];
+        for (index_t j = 0; j < k; ++j) {
+          const T p = z_out[i * k + j] + beta_t[j] * P[i * k + j];
+          P[i * k + j] = K == 1 || live[j] ? p : P[i * k + j];
+        }
     });
   }
   return res;
