@@ -20,6 +20,10 @@ struct Vec<float> {
   static constexpr int W = 8;
   static reg zero() { return _mm256_setzero_ps(); }
   static reg load(const float* p) { return _mm256_loadu_ps(p); }
+  /// The first n < W lanes from p, the others zero (nothing read beyond p + n).
+  static reg loadn(const float* p, index_t n) {
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+  }
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
@@ -37,6 +41,9 @@ struct Vec<double> {
   static constexpr int W = 4;
   static reg zero() { return _mm256_setzero_pd(); }
   static reg load(const double* p) { return _mm256_loadu_pd(p); }
+  static reg loadn(const double* p, index_t n) {
+    return _mm256_maskload_pd(p, _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)));
+  }
   static void store(double* p, reg v) { _mm256_storeu_pd(p, v); }
   static reg set1(double x) { return _mm256_set1_pd(x); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_pd(a, b, c); }
