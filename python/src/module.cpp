@@ -3,9 +3,13 @@
 //
 // Memory: dense operands and outputs are never copied: the Python side passes the
 // address of a CPU tensor's buffer with its shape and row stride (`DenseArg`) and the
-// kernel reads or writes it in place. Sparse operands are copied once into the C++
-// formats (which own their arrays and validate them); sparse and dense results are
-// moved into heap objects that the returned numpy arrays keep alive (no copy out).
+// kernel reads or writes it in place. Sparse operands are copied into the C++ formats
+// (which own their arrays and validate them) once per content: `csr`/`bsr` take the
+// handle an earlier call returned for the same matrix and reuse it (or its validated
+// structure) when the arrays still hold the same bits. Sparse and dense results are
+// moved into heap objects that the returned numpy arrays keep alive (no copy out),
+// except a BSR result's two index arrays, which are copied: its structure may be shared
+// with other handles (a cached one among them), and must stay immutable.
 // bf16 values cross as int16 arrays (numpy has no bf16); Python views them as bf16.
 // Every call that runs a kernel releases the GIL.
 #include <pybind11/numpy.h>
@@ -13,6 +17,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +68,13 @@ std::vector<T> copy_of(std::uintptr_t addr, index_t n) {
   detail::check_nonnegative(n, "array length");
   const T* p = reinterpret_cast<const T*>(addr);
   return std::vector<T>(p, p + n);
+}
+
+/// Whether the `n` elements at `addr` hold the bits of `a` (same length, same bytes).
+template <class T>
+bool same_bits(std::span<const T> a, std::uintptr_t addr, index_t n) {
+  return n >= 0 && static_cast<std::size_t>(n) == a.size() &&
+         (a.empty() || std::memcmp(a.data(), reinterpret_cast<const void*>(addr), a.size_bytes()) == 0);
 }
 
 /// A numpy array over `data` (shape `shape`, C order) that keeps `owner` alive.
@@ -159,24 +171,49 @@ py::tuple bsr_arrays(py::object self) {
         using T = matrix_value_t<decltype(A)>;
         const BsrStructure& s = A.structure();
         const auto b = static_cast<py::ssize_t>(s.block_size());
-        return py::make_tuple(
-            array_over<index_t>(s.block_row_ptr().data(), {static_cast<py::ssize_t>(s.block_row_ptr().size())}, self),
-            array_over<index_t>(s.block_col_indices().data(), {static_cast<py::ssize_t>(s.n_blocks())}, self),
-            array_over<T>(A.blocks().data(), {static_cast<py::ssize_t>(s.n_blocks()), b, b}, self));
+        // Copies of the index arrays: Python may write into what it gets, and the
+        // structure is shared (handles, plans) and immutable.
+        const auto copy = [](std::span<const index_t> a) {
+          return vector_array(std::vector<index_t>(a.begin(), a.end()));
+        };
+        return py::make_tuple(copy(s.block_row_ptr()), copy(s.block_col_indices()),
+                              array_over<T>(A.blocks().data(), {static_cast<py::ssize_t>(s.n_blocks()), b, b}, self));
       },
       h.m);
 }
 
-Csr make_csr(const std::string& dtype, index_t rows, index_t cols, std::uintptr_t row_ptr, std::uintptr_t col_idx,
-             std::uintptr_t values, index_t nnz, bool canonicalize) {
-  return with_dtype(dtype, [&]<class T>() {
+// `csr` and `bsr` take `cached`, None or the handle an earlier call returned for the
+// same Python matrix. When it has the dtype, shape and index arrays given (compared bit
+// for bit), the arrays are neither copied nor validated again: `cached` itself comes back
+// if its values are the same bits too, else a new handle with its structure (shared
+// BSR structure and plan; copied CSR indices sharing their analyses) and these values.
+// A cached handle's memory is never handed to Python (results are new handles), so its
+// arrays are the ones it was validated with.
+py::object make_csr(const std::string& dtype, index_t rows, index_t cols, std::uintptr_t row_ptr,
+                    std::uintptr_t col_idx, std::uintptr_t values, index_t nnz, bool canonicalize,
+                    const py::object& cached) {
+  return with_dtype(dtype, [&]<class T>() -> py::object {
     detail::check_nonnegative(rows, "rows");
+    if (!cached.is_none()) {
+      const auto* c = std::get_if<CsrMatrix<T>>(&cached.cast<const Csr&>().m);
+      if (c != nullptr && c->rows() == rows && c->cols() == cols && same_bits(c->row_ptr(), row_ptr, rows + 1) &&
+          same_bits(c->col_indices(), col_idx, nnz)) {
+        if (same_bits(c->values(), values, nnz)) return cached;
+        CsrMatrix<T> A = *c;
+        const std::span<T> v = A.values();
+        if (!v.empty()) std::memcpy(v.data(), reinterpret_cast<const void*>(values), v.size_bytes());
+        return py::cast(Csr{std::move(A)});
+      }
+    }
     auto ptr = copy_of<index_t>(row_ptr, rows + 1);
     auto cols_v = copy_of<index_t>(col_idx, nnz);
     auto vals = copy_of<T>(values, nnz);
-    py::gil_scoped_release nogil;
-    return Csr{CsrMatrix<T>(rows, cols, std::move(ptr), std::move(cols_v), std::move(vals),
-                            canonicalize ? Canonicalize::yes : Canonicalize::no)};
+    Csr h = [&] {
+      py::gil_scoped_release nogil;
+      return Csr{CsrMatrix<T>(rows, cols, std::move(ptr), std::move(cols_v), std::move(vals),
+                              canonicalize ? Canonicalize::yes : Canonicalize::no)};
+    }();
+    return py::cast(std::move(h));
   });
 }
 
@@ -191,15 +228,34 @@ Csr make_csr_from_coo(const std::string& dtype, index_t rows, index_t cols, std:
   });
 }
 
-Bsr make_bsr(const std::string& dtype, index_t rows, index_t cols, index_t block_size, std::uintptr_t block_row_ptr,
-             index_t n_block_row_ptr, std::uintptr_t block_col_idx, std::uintptr_t blocks, index_t n_blocks) {
-  return with_dtype(dtype, [&]<class T>() {
+py::object make_bsr(const std::string& dtype, index_t rows, index_t cols, index_t block_size,
+                    std::uintptr_t block_row_ptr, index_t n_block_row_ptr, std::uintptr_t block_col_idx,
+                    std::uintptr_t blocks, index_t n_blocks, const py::object& cached) {
+  return with_dtype(dtype, [&]<class T>() -> py::object {
+    if (!cached.is_none()) {
+      const auto* c = std::get_if<BsrMatrix<T>>(&cached.cast<const Bsr&>().m);
+      if (c != nullptr && c->rows() == rows && c->cols() == cols && c->block_size() == block_size &&
+          same_bits(c->structure().block_row_ptr(), block_row_ptr, n_block_row_ptr) &&
+          same_bits(c->structure().block_col_indices(), block_col_idx, n_blocks)) {
+        const auto n_values = static_cast<index_t>(c->blocks().size());
+        if (same_bits(c->blocks(), blocks, n_values)) return cached;
+        auto vals = copy_of<T>(blocks, n_values);
+        Bsr h = [&] {
+          py::gil_scoped_release nogil;
+          return Bsr{BsrMatrix<T>(c->structure_ptr(), std::move(vals))};
+        }();
+        return py::cast(std::move(h));
+      }
+    }
     auto ptr = copy_of<index_t>(block_row_ptr, n_block_row_ptr);
     auto cols_v = copy_of<index_t>(block_col_idx, n_blocks);
     auto vals = copy_of<T>(blocks, detail::checked_mul(n_blocks, detail::checked_mul(block_size, block_size, "b * b"),
                                                        "n_blocks * b * b"));
-    py::gil_scoped_release nogil;
-    return Bsr{BsrMatrix<T>(rows, cols, block_size, std::move(ptr), std::move(cols_v), std::move(vals))};
+    Bsr h = [&] {
+      py::gil_scoped_release nogil;
+      return Bsr{BsrMatrix<T>(rows, cols, block_size, std::move(ptr), std::move(cols_v), std::move(vals))};
+    }();
+    return py::cast(std::move(h));
   });
 }
 
@@ -525,12 +581,13 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("block_size",
                              [](const Bsr& h) { return std::visit([](const auto& A) { return A.block_size(); }, h.m); })
       .def_property_readonly("dtype", &dtype_of<Bsr>)
-      .def("arrays", &bsr_arrays, "(block_row_ptr, block_col_indices, blocks) as arrays over this handle's memory");
+      .def("arrays", &bsr_arrays,
+           "(block_row_ptr, block_col_indices, blocks): copies of the indices, blocks over this handle's memory");
 
   // ---- construction and conversion ----
-  m.def("csr", &make_csr, "CSR from raw arrays (copied, validated)");
+  m.def("csr", &make_csr, "CSR from raw arrays (copied, validated), or `cached` reused when its arrays are equal");
   m.def("csr_from_coo", &make_csr_from_coo, "CSR from COO triplets (sorted, duplicates summed)");
-  m.def("bsr", &make_bsr, "BSR from raw arrays (copied, validated)");
+  m.def("bsr", &make_bsr, "BSR from raw arrays (copied, validated), or `cached` reused when its arrays are equal");
   m.def("csr_from_dense", [](const std::string& dtype, const DenseArg& a, double threshold) {
     return with_dtype(dtype, [&]<class T>() {
       py::gil_scoped_release nogil;

@@ -1,8 +1,16 @@
 """The sparse formats: plain mutable dataclasses of torch tensors (int64 indices).
 
 Each converts to the C++ core's matrix on use (`_handle()`: the arrays are checked
-here, copied once and validated there) and is rebuilt from the core's results without a
+here, copied and validated there) and is rebuilt from the core's results without a
 copy (`_from_handle`: the tensors are views of the result's memory).
+
+Conversion cache: CSRMatrix and BSRMatrix keep the core matrix of their last use
+(`_core_cache`). The next use compares the current arrays with it bit for bit: equal
+arrays reuse it without a copy or a validation, equal index arrays reuse its validated
+structure with the new values, anything else (arrays changed in place, through numpy
+views or `.data`, or tensors replaced) builds and validates a new one. The comparison
+is of contents, not of tensor identities or version counters, so no change can be
+missed. The cost is one private copy of the arrays kept while the matrix lives.
 """
 from __future__ import annotations
 
@@ -56,10 +64,16 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
+def _state_without_cache(m) -> dict:
+    """The attributes to copy or pickle: the conversion cache is the core's, not data."""
+    return {**m.__dict__, "_core_cache": None}
+
+
 @dataclass(repr=False)
 class CSRMatrix:
     """Compressed sparse rows: row i holds `values[row_ptrs[i]:row_ptrs[i+1]]` at columns
-    `col_indices[...]` (strictly increasing within a row)."""
+    `col_indices[...]` (strictly increasing within a row). Operations reuse the core's
+    validated copy of the arrays while they hold the same bits (the conversion cache)."""
 
     values: torch.Tensor
     col_indices: torch.Tensor
@@ -71,6 +85,10 @@ class CSRMatrix:
         self.values = as_tensor(self.values, "CSRMatrix", "values")
         self.col_indices = index_tensor(self.col_indices, "CSRMatrix", "col_indices")
         self.row_ptrs = index_tensor(self.row_ptrs, "CSRMatrix", "row_ptrs")
+        self._core_cache = None
+
+    def __getstate__(self):
+        return _state_without_cache(self)
 
     @property
     def nnz(self) -> int:
@@ -90,19 +108,24 @@ class CSRMatrix:
         return f"CSRMatrix(shape={self.shape}, nnz={self.nnz}, density={self.density:.4g}, dtype={self.dtype})"
 
     def _handle(self, values: torch.Tensor | None = None):
-        """The core's copy of this matrix (with `values` in place of self.values if given)."""
+        """The core's copy of this matrix (with `values` in place of self.values if given):
+        the cached one while the arrays hold the same bits (see the module docstring)."""
         who = "CSRMatrix"
         rows, cols = self.shape
         v = values_tensor(self.values if values is None else values, self.dtype, who, "values")
         ci = index_tensor(self.col_indices, who, "col_indices")
         rp = index_tensor(self.row_ptrs, who, "row_ptrs")
-        check(v.dim() == 1, f"{who}: values must be 1-D, got shape {tuple(v.shape)}")
-        check(rp.dim() == 1 and rp.numel() == rows + 1,
-              f"{who}: row_ptrs has {rp.numel()} entries, expected rows + 1 = {rows + 1}")
-        check(ci.numel() == v.numel(),
-              f"{who}: col_indices has {ci.numel()} entries but values has {v.numel()}")
-        return _core.csr(dtype_name(self.dtype, who), rows, cols, rp.data_ptr(), ci.data_ptr(), v.data_ptr(),
-                         v.numel(), False)
+        nnz = v.numel()
+        if v.dim() != 1:
+            raise ShapeError(f"{who}: values must be 1-D, got shape {tuple(v.shape)}")
+        if rp.dim() != 1 or rp.numel() != rows + 1:
+            raise ShapeError(f"{who}: row_ptrs has {rp.numel()} entries, expected rows + 1 = {rows + 1}")
+        if ci.numel() != nnz:
+            raise ShapeError(f"{who}: col_indices has {ci.numel()} entries but values has {nnz}")
+        h = _core.csr(dtype_name(v.dtype, who), rows, cols, rp.data_ptr(), ci.data_ptr(), v.data_ptr(), nnz, False,
+                      self._core_cache)
+        self._core_cache = h
+        return h
 
     @classmethod
     def _from_handle(cls, h) -> "CSRMatrix":
@@ -205,7 +228,9 @@ class COOMatrix:
 class BSRMatrix:
     """Block sparse rows: `blocks` (n_blocks, b, b), block row bi holds blocks
     `block_row_ptrs[bi]:block_row_ptrs[bi+1]` at block columns `block_col_indices[...]`.
-    `shape` is the logical shape; edge blocks are zero-padded past it."""
+    `shape` is the logical shape; edge blocks are zero-padded past it. Operations reuse
+    the core's validated copy of the arrays while they hold the same bits (the conversion
+    cache)."""
 
     blocks: torch.Tensor
     block_col_indices: torch.Tensor
@@ -219,6 +244,10 @@ class BSRMatrix:
         self.blocks = as_tensor(self.blocks, "BSRMatrix", "blocks")
         self.block_col_indices = index_tensor(self.block_col_indices, "BSRMatrix", "block_col_indices")
         self.block_row_ptrs = index_tensor(self.block_row_ptrs, "BSRMatrix", "block_row_ptrs")
+        self._core_cache = None
+
+    def __getstate__(self):
+        return _state_without_cache(self)
 
     @property
     def n_blocks(self) -> int:
@@ -250,7 +279,8 @@ class BSRMatrix:
                 f"density={self.density:.4g}, dtype={self.dtype})")
 
     def _handle(self, blocks: torch.Tensor | None = None):
-        """The core's copy of this matrix (with `blocks` in place of self.blocks if given)."""
+        """The core's copy of this matrix (with `blocks` in place of self.blocks if given):
+        the cached one while the arrays hold the same bits (see the module docstring)."""
         who = "BSRMatrix"
         rows, cols = self.shape
         b = self.block_size
@@ -260,12 +290,16 @@ class BSRMatrix:
         ci = index_tensor(self.block_col_indices, who, "block_col_indices")
         rp = index_tensor(self.block_row_ptrs, who, "block_row_ptrs")
         n = ci.numel()
-        check(v.dim() == 3 and tuple(v.shape) == (n, b, b),
-              f"{who}: blocks has shape {tuple(v.shape)}, expected (n_blocks, b, b) = ({n}, {b}, {b})")
-        check(rp.dim() == 1 and rp.numel() == self.block_grid[0] + 1,
-              f"{who}: block_row_ptrs has {rp.numel()} entries, expected block rows + 1 = {self.block_grid[0] + 1}")
-        return _core.bsr(dtype_name(self.dtype, who), rows, cols, b, rp.data_ptr(), rp.numel(), ci.data_ptr(),
-                         v.data_ptr(), n)
+        if v.dim() != 3 or tuple(v.shape) != (n, b, b):
+            raise ShapeError(f"{who}: blocks has shape {tuple(v.shape)}, expected (n_blocks, b, b) = ({n}, {b}, {b})")
+        block_rows = -(-rows // b)
+        if rp.dim() != 1 or rp.numel() != block_rows + 1:
+            raise ShapeError(f"{who}: block_row_ptrs has {rp.numel()} entries, expected block rows + 1 = "
+                             f"{block_rows + 1}")
+        h = _core.bsr(dtype_name(v.dtype, who), rows, cols, b, rp.data_ptr(), rp.numel(), ci.data_ptr(), v.data_ptr(),
+                      n, self._core_cache)
+        self._core_cache = h
+        return h
 
     @classmethod
     def _from_handle(cls, h) -> "BSRMatrix":
@@ -332,7 +366,7 @@ def from_scipy(m) -> CSRMatrix:
     ptr = torch.from_numpy(np.ascontiguousarray(m.indptr, dtype=np.int64))
     rows, cols = m.shape
     h = _core.csr(dtype_name(values.dtype, "from_scipy"), rows, cols, ptr.data_ptr(), col.data_ptr(),
-                  values.data_ptr(), values.numel(), True)
+                  values.data_ptr(), values.numel(), True, None)
     return CSRMatrix._from_handle(h)
 
 

@@ -27,11 +27,9 @@ def dtype_name(dtype: torch.dtype, who: str) -> str:
 
 def as_tensor(x, who: str, name: str) -> torch.Tensor:
     """x as a CPU tensor; numpy arrays are wrapped without a copy."""
-    if isinstance(x, np.ndarray):
-        x = torch.from_numpy(x)
-    elif not isinstance(x, torch.Tensor):
-        x = torch.as_tensor(x)
-    if x.device.type != "cpu":
+    if not isinstance(x, torch.Tensor):
+        x = torch.from_numpy(x) if isinstance(x, np.ndarray) else torch.as_tensor(x)
+    if not x.is_cpu:
         raise ValueError(f"{who}: {name} is on {x.device}; trnsparse runs on CPU tensors")
     return x
 
@@ -83,7 +81,7 @@ def dense_operand(x, dtype: torch.dtype, dims: int, who: str, name: str) -> torc
         raise ShapeError(f"{who}: {name} must be {dims}-D, got shape {tuple(x.shape)}")
     if x.dtype != dtype:
         raise TypeError(f"{who}: {name} has dtype {x.dtype} but A has dtype {dtype}")
-    return x if _rows_contiguous(x) else x.contiguous()
+    return x if x.is_contiguous() or _rows_contiguous(x) else x.contiguous()
 
 
 def from_array(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -42,7 +42,10 @@ def _shape_str(A) -> str:
 
 
 def _needs_grad(*tensors: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    for t in tensors:
+        if t.requires_grad:
+            return torch.is_grad_enabled()
+    return False
 
 
 Product = Callable[[object, torch.Tensor], torch.Tensor]
@@ -94,7 +97,8 @@ def _bsr_spmm_product(A: BSRMatrix) -> Product:
 
 
 def _check_rhs(who: str, A, rows: int, name: str) -> None:
-    check(rows == A.shape[1], f"{who}: A is {_shape_str(A)} but {name} has {rows} rows")
+    if rows != A.shape[1]:
+        raise ShapeError(f"{who}: A is {_shape_str(A)} but {name} has {rows} rows")
 
 
 def _accumulate(who: str, A, out_shape: tuple, C, beta: float, name: str):
@@ -102,7 +106,8 @@ def _accumulate(who: str, A, out_shape: tuple, C, beta: float, name: str):
     if C is None or beta == 0.0:
         return None
     C = as_tensor(C, who, name)
-    check(tuple(C.shape) == out_shape, f"{who}: {name} has shape {tuple(C.shape)}, expected {out_shape}")
+    if tuple(C.shape) != out_shape:
+        raise ShapeError(f"{who}: {name} has shape {tuple(C.shape)}, expected {out_shape}")
     if C.dtype != A.dtype:
         raise TypeError(f"{who}: {name} has dtype {C.dtype} but A has dtype {A.dtype}")
     return C
@@ -133,7 +138,8 @@ def spmv(A, x, alpha: float = 1.0, y=None, beta: float = 0.0) -> torch.Tensor:
     who = "spmv"
     A = _compute_format(A, who)
     x = dense_operand(x, A.dtype, 1, who, "x")
-    check(x.shape[0] == A.shape[1], f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
+    if x.shape[0] != A.shape[1]:
+        raise ShapeError(f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
     alpha, beta = float(alpha), float(beta)
     y = _accumulate(who, A, (A.shape[0],), y, beta, "y")
     stored = _stored(A)
@@ -151,12 +157,13 @@ def bsr_spmm(A: BSRMatrix, B) -> torch.Tensor:
     who = "bsr_spmm"
     if not isinstance(A, BSRMatrix):
         raise TypeError(f"{who}: A must be a BSRMatrix, got {type(A).__name__}")
+    dtype = A.blocks.dtype
     B = as_tensor(B, who, "B")
-    B = dense_operand(B if B.dtype == A.dtype else B.to(A.dtype), A.dtype, 2, who, "B")
+    B = dense_operand(B if B.dtype == dtype else B.to(dtype), dtype, 2, who, "B")
     _check_rhs(who, A, B.shape[0], "B")
     if _needs_grad(A.blocks, B):
         return _SparseDenseProduct.apply(A.blocks, B, A, _bsr_spmm_product(A), _spmm_gradient(1.0))
-    return _bsr_spmm_product(A)(A._handle(), B)
+    return from_array(_core.bsr_spmm(A._handle(), dense_arg(B)), dtype)
 
 
 def spmv_symmetric(A, x, alpha: float = 1.0, uplo: str = "upper") -> torch.Tensor:
@@ -168,9 +175,11 @@ def spmv_symmetric(A, x, alpha: float = 1.0, uplo: str = "upper") -> torch.Tenso
     A = _compute_format(A, who)
     if not isinstance(A, CSRMatrix):
         raise TypeError(f"{who}: A must be a CSRMatrix or COOMatrix, got {type(A).__name__}")
-    check(A.shape[0] == A.shape[1], f"{who}: A is {_shape_str(A)}, not square")
+    if A.shape[0] != A.shape[1]:
+        raise ShapeError(f"{who}: A is {_shape_str(A)}, not square")
     x = dense_operand(x, A.dtype, 1, who, "x")
-    check(x.shape[0] == A.shape[1], f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
+    if x.shape[0] != A.shape[1]:
+        raise ShapeError(f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
     out = torch.empty(A.shape[0], dtype=A.dtype)
     _core.spmv_symmetric(float(alpha), A._handle(), uplo == "upper", dense_arg(x), 0.0, dense_arg(out))
     return out
