@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,8 @@ double global_norm(const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   index_t n = 100;
   int reps = 10, threads = 1;
   double tol = 1e-8;
@@ -110,6 +112,10 @@ int main(int argc, char** argv) {
     const trnsparse::CsrMatrix<double> rows = trnsparse::poisson3d_rows<double>(n, first, last);
     const trnsparse::mpi::DistCsrMatrix<double> D(MPI_COMM_WORLD, rows);
 
+    if (static_cast<double>(N) * 7 > static_cast<double>(std::numeric_limits<PetscInt>::max())) {
+      if (rank == 0) std::fprintf(stderr, "trnsparse-mpi-bench: the problem exceeds PETSc's index type\n");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     std::vector<PetscInt> ia(rows.row_ptr().begin(), rows.row_ptr().end()), ja(rows.col_indices().begin(), rows.col_indices().end());
     Mat A;
     check(MatCreateMPIAIJWithArrays(PETSC_COMM_WORLD, static_cast<PetscInt>(m), static_cast<PetscInt>(m), static_cast<PetscInt>(N),

@@ -6,7 +6,8 @@
 /// the operand that a process's stored blocks reference (its halo), non-blocking and
 /// overlapped with the product of the process's own diagonal part.
 ///
-///     MPI_Init(&argc, &argv);
+///     int provided;   // MPI from the main thread only; OpenMP threads run the kernels
+///     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
 ///     int rank;
 ///     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 ///     std::optional<trnsparse::CsrMatrix<double>> A;
@@ -16,12 +17,18 @@
 ///     auto res = trnsparse::mpi::cg(D, b, {.tol = 1e-8, .preconditioner = trnsparse::mpi::jacobi_preconditioner(D)});
 ///     // destroy D before MPI_Finalize()
 ///
-/// Every function here is collective over the matrix's communicator: all processes call
-/// it, in the same order. Argument errors found on any process (wrong local sizes,
-/// mismatched shapes across processes, a NaN in b) are agreed on before any data moves:
-/// every process throws, naming the process at fault, and none is left waiting.
-/// Reductions gather the per-process partial sums and add them in process order, so a
-/// result is the same on every process and from run to run.
+/// The constructors, products and solvers (not `Partition` or the accessors) are
+/// collective over the matrix's communicator: all processes call them, in the same order,
+/// from one thread per process (MPI_THREAD_FUNNELED is enough; two threads must not use
+/// matrices sharing a communicator at once). Argument errors found on any process (wrong
+/// local sizes, mismatched shapes across processes, a NaN in b, a message beyond MPI's
+/// int count) are agreed on before any data moves: every process throws, naming the
+/// process at fault, and none is left waiting. The first failing process rethrows its own
+/// exception; the others throw the library's error class of the same kind
+/// (InvalidArgument, DimensionMismatch, ParseError, ...; std::runtime_error for others).
+/// Reductions gather the per-process partial sums (MPI_Allgather, not MPI_Allreduce) and
+/// add them in process order, so a result is the same on every process and from run to
+/// run. A moved-from DistMatrix may only be destroyed or assigned to.
 #pragma once
 
 #include <mpi.h>
@@ -82,10 +89,12 @@ public:
   /// rows of a square matrix. @throw InvalidArgument on every process when they disagree
   /// (block sizes, column counts, rows not summing to the columns).
   DistMatrix(MPI_Comm comm, const Local& local_rows);
-  /// From the global matrix on `root` (`global` is ignored elsewhere; may be nullptr),
-  /// split by `partition` or, when null, balanced by stored blocks (non-zeros for CSR).
+  /// From the global matrix on `root` (the same valid rank on every process), split by
+  /// `partition` or, when null, balanced by stored blocks (non-zeros for CSR). `global`
+  /// and `partition` are read on root only (elsewhere they may be null). The global
+  /// matrix must hold fewer than 2^31 stored values (one MPI_Scatterv per array).
   /// @throw InvalidArgument (every process) for a non-square matrix, a null `global` on
-  /// root, or a partition of the wrong size.
+  /// root, or a partition of the wrong size; OverflowError beyond 2^31 values.
   static DistMatrix scatter(MPI_Comm comm, const Local* global, int root = 0, const Partition* partition = nullptr);
   /// Every process reads its slice of a Matrix Market file, the entries move to their
   /// owners, and the matrix is split balanced by stored blocks (block_size must be 1
@@ -139,6 +148,7 @@ private:
   std::vector<int> send_ranks_;      ///< processes we send to, ascending
   std::vector<index_t> send_first_;  ///< send_ranks_.size() + 1 offsets into send_blocks_
   std::vector<index_t> send_blocks_; ///< local block rows to send, per destination
+  index_t largest_message_ = 0;      ///< block rows in the largest message sent or received
 };
 
 template <SolverValue T> using DistCsrMatrix = DistMatrix<CsrMatrix<T>>;
@@ -162,7 +172,7 @@ SolveResult<value_t<Local>> cg(const DistMatrix<Local>& A, std::span<const value
                                const CgOptions<value_t<Local>>& options = {});
 template <class Local>
 SolveResult<value_t<Local>> chebyshev(const DistMatrix<Local>& A, std::span<const value_t<Local>> b, double lmin,
-                                      double lmax, index_t steps);
+                                      double lmax, index_t steps, std::span<const value_t<Local>> x0 = {});
 template <class Local>
 EigenResult<value_t<Local>> power_iteration(const DistMatrix<Local>& A, index_t max_iter, double tol);
 

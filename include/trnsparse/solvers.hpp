@@ -17,6 +17,7 @@
 #pragma once
 
 #include <concepts>
+#include <exception>
 #include <functional>
 #include <span>
 #include <string_view>
@@ -61,15 +62,19 @@ public:
   /// [offset, offset + size()) of a global_size-row problem, vectors given to the solvers
   /// are this process's rows, and every reduction of a solver goes through `sum`, which
   /// turns the partial sums of this process into the global sums, in place and
-  /// identically on every process. The solvers call it collectively, at the same points
-  /// on every process.
+  /// identically on every process. A solver first runs its argument checks through
+  /// `agree`, which receives this process's error (or null) and throws on every process
+  /// when any process failed, so that no process is left waiting. The solvers call both
+  /// collectively, at the same points on every process; a callback's request to stop
+  /// (or its exception) stops every process.
   struct Distribution {
     index_t global_size = 0;
     index_t offset = 0;
     std::function<void(std::span<double> partial)> sum;
+    std::function<void(const std::exception_ptr& error)> agree;
   };
-  /// A distributed operator. @throw InvalidArgument for n < 0, an empty `apply` or
-  /// `sum`, or rows [offset, offset + n) outside [0, global_size).
+  /// A distributed operator. @throw InvalidArgument for n < 0, an empty `apply`, `sum`
+  /// or `agree`, or rows [offset, offset + n) outside [0, global_size).
   LinearOperator(index_t n, Apply apply, Distribution distribution);
 
   [[nodiscard]] index_t size() const noexcept { return n_; }
@@ -80,6 +85,15 @@ public:
   /// Sums partial reductions over the processes in place (nothing for a single process).
   void sum(std::span<double> partial) const {
     if (distributed_) distribution_.sum(partial);
+  }
+  /// Runs `checks`; for a distributed operator, an error on any process becomes an error
+  /// on every process (through Distribution::agree). Used by the solvers.
+  void agree(const std::function<void()>& checks) const;
+  /// True on every process when `flag` is true on any (collective when distributed).
+  [[nodiscard]] bool any(bool flag) const {
+    double f = flag ? 1.0 : 0.0;
+    sum(std::span<double>(&f, 1));
+    return f > 0.0;
   }
   /// Y = A X. @throw DimensionMismatch naming X or Y for wrong shapes.
   void apply(DenseView<const T> X, DenseView<T> Y) const;
@@ -109,6 +123,9 @@ std::string_view to_string(SolveStatus status) noexcept;
 /// the n entries of a diagonal M⁻¹ (see `jacobi_preconditioner`). `callback(iteration,
 /// rel_residual)` runs after every iteration (with several right-hand sides, the largest
 /// relative residual of the columns still iterating); returning false stops the solve.
+/// Distributed: x0 and the preconditioner are this process's rows (empty on a process
+/// without rows), the callback runs on every process, and any process stopping (or
+/// throwing) stops all.
 template <SolverValue T>
 struct CgOptions {
   double tol = 1e-8;  ///< on ||b - A x|| / ||b||

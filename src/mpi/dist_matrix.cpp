@@ -93,29 +93,35 @@ Local move_block_rows(MPI_Comm comm, const Local& mine, const Partition& from, c
       recv_rows_at(send_rows.size()), send_blocks(send_rows.size()), send_blocks_at(send_rows.size()),
       recv_blocks(send_rows.size()), recv_blocks_at(send_rows.size()), send_vals(send_rows.size()),
       send_vals_at(send_rows.size()), recv_vals(send_rows.size()), recv_vals_at(send_rows.size());
-  for (int q = 0; q < size; ++q) {
-    const auto [lo, hi] = overlap(rank, q);
-    if (lo < hi) {
-      send_rows[q] = count(hi - lo, "DistMatrix: block rows moved");
-      send_rows_at[q] = count(lo - f0, "DistMatrix: block rows moved");
-      send_blocks[q] = count(ptr[hi - f0] - ptr[lo - f0], "DistMatrix: stored blocks moved");
-      send_blocks_at[q] = count(ptr[lo - f0], "DistMatrix: stored blocks moved");
-      send_vals[q] = count((ptr[hi - f0] - ptr[lo - f0]) * bb, "DistMatrix: values moved");
-      send_vals_at[q] = count(ptr[lo - f0] * bb, "DistMatrix: values moved");
+  agree(comm, [&] {  // counts as MPI ints, checked on every process before data moves
+    for (int q = 0; q < size; ++q) {
+      const auto [lo, hi] = overlap(rank, q);
+      if (lo < hi) {
+        send_rows[q] = count(hi - lo, "DistMatrix: block rows moved");
+        send_rows_at[q] = count(lo - f0, "DistMatrix: block rows moved");
+        send_blocks[q] = count(ptr[hi - f0] - ptr[lo - f0], "DistMatrix: stored blocks moved");
+        send_blocks_at[q] = count(ptr[lo - f0], "DistMatrix: stored blocks moved");
+        send_vals[q] = count((ptr[hi - f0] - ptr[lo - f0]) * bb, "DistMatrix: values moved");
+        send_vals_at[q] = count(ptr[lo - f0] * bb, "DistMatrix: values moved");
+      }
+      const auto [rlo, rhi] = overlap(q, rank);
+      if (rlo < rhi) {
+        recv_rows[q] = count(rhi - rlo, "DistMatrix: block rows moved");
+        recv_rows_at[q] = count(rlo - f1, "DistMatrix: block rows moved");
+      }
     }
-    const auto [rlo, rhi] = overlap(q, rank);
-    if (rlo < rhi) {
-      recv_rows[q] = count(rhi - rlo, "DistMatrix: block rows moved");
-      recv_rows_at[q] = count(rlo - f1, "DistMatrix: block rows moved");
-    }
-  }
+  });
   MPI_Alltoall(send_blocks.data(), 1, MPI_INT, recv_blocks.data(), 1, MPI_INT, comm);
-  for (int q = 1; q < size; ++q) recv_blocks_at[q] = recv_blocks_at[q - 1] + recv_blocks[q - 1];
-  for (int q = 0; q < size; ++q) {
-    recv_vals[q] = count(static_cast<index_t>(recv_blocks[q]) * bb, "DistMatrix: values moved");
-    recv_vals_at[q] = count(static_cast<index_t>(recv_blocks_at[q]) * bb, "DistMatrix: values moved");
-  }
-  const index_t n_rows = l1 - f1, n_blocks = size > 0 ? static_cast<index_t>(recv_blocks_at.back()) + recv_blocks.back() : 0;
+  index_t n_blocks = 0;
+  agree(comm, [&] {
+    for (int q = 0; q < size; ++q) {
+      recv_blocks_at[q] = count(n_blocks, "DistMatrix: stored blocks moved");
+      recv_vals[q] = count(static_cast<index_t>(recv_blocks[q]) * bb, "DistMatrix: values moved");
+      recv_vals_at[q] = count(n_blocks * bb, "DistMatrix: values moved");
+      n_blocks += recv_blocks[q];
+    }
+  });
+  const index_t n_rows = l1 - f1;
   std::vector<index_t> new_per_row(static_cast<std::size_t>(n_rows)), idx(static_cast<std::size_t>(n_blocks));
   std::vector<T> vals(static_cast<std::size_t>(n_blocks * bb));
   MPI_Alltoallv(per_row.data(), send_rows.data(), send_rows_at.data(), MPI_INT64_T, new_per_row.data(), recv_rows.data(),
@@ -313,6 +319,10 @@ DistMatrix<Local>::DistMatrix(Layout setup, const Local& L)
       send_first_.push_back(give_at[q] + give[q]);
     }
   for (index_t& block : send_blocks_) block -= first;  // global block row -> local
+  for (std::size_t q = 0; q + 1 < recv_first_.size(); ++q)
+    largest_message_ = std::max(largest_message_, recv_first_[q + 1] - recv_first_[q]);
+  for (std::size_t q = 0; q + 1 < send_first_.size(); ++q)
+    largest_message_ = std::max(largest_message_, send_first_[q + 1] - send_first_[q]);
   MPI_Allreduce(&local_stored_, &global_stored_, 1, MPI_INT64_T, MPI_SUM, comm_->comm);
 }
 
@@ -346,17 +356,22 @@ DistMatrix<Local> DistMatrix<Local>::scatter(MPI_Comm comm, const Local* global,
   const index_t b = shape[1], bb = b * b;
   Partition parts(std::move(bounds));
 
-  // Each process's block rows: pointers (rebased on arrival), column indices, values.
+  // Each process's block rows: their lengths (every root entry read once; summed into
+  // pointers on arrival), column indices, values. Displacements are absolute: the
+  // global matrix must hold fewer than 2^31 stored values (checked on root).
   const index_t nb = parts.count(rank);
-  std::vector<int> n_ptr(static_cast<std::size_t>(size)), at_ptr(n_ptr.size()), n_idx(n_ptr.size()), at_idx(n_ptr.size()),
-      n_val(n_ptr.size()), at_val(n_ptr.size());
+  std::vector<int> n_len(static_cast<std::size_t>(size)), at_len(n_len.size()), n_idx(n_len.size()), at_idx(n_len.size()),
+      n_val(n_len.size()), at_val(n_len.size());
+  std::vector<index_t> lengths;
   agree(shared->comm, [&] {
     if (rank != root) return;
     const auto ptr = F::ptr(*global);
+    lengths.resize(ptr.size() - 1);
+    for (std::size_t i = 0; i < lengths.size(); ++i) lengths[i] = ptr[i + 1] - ptr[i];
     for (int p = 0; p < size; ++p) {
       const index_t f = parts.first(p), l = parts.first(p + 1);
-      n_ptr[p] = count(l - f + 1, "DistMatrix::scatter: block row pointers");
-      at_ptr[p] = count(f, "DistMatrix::scatter: block row pointers");
+      n_len[p] = count(l - f, "DistMatrix::scatter: block rows per process");
+      at_len[p] = count(f, "DistMatrix::scatter: block rows");
       n_idx[p] = count(ptr[l] - ptr[f], "DistMatrix::scatter: stored blocks per process");
       at_idx[p] = count(ptr[f], "DistMatrix::scatter: stored blocks");
       n_val[p] = count((ptr[l] - ptr[f]) * bb, "DistMatrix::scatter: values per process");
@@ -364,23 +379,21 @@ DistMatrix<Local> DistMatrix<Local>::scatter(MPI_Comm comm, const Local* global,
     }
   });
   int mine[3] = {0, 0, 0};
-  MPI_Scatter(n_ptr.data(), 1, MPI_INT, &mine[0], 1, MPI_INT, root, shared->comm);
+  MPI_Scatter(n_len.data(), 1, MPI_INT, &mine[0], 1, MPI_INT, root, shared->comm);
   MPI_Scatter(n_idx.data(), 1, MPI_INT, &mine[1], 1, MPI_INT, root, shared->comm);
   MPI_Scatter(n_val.data(), 1, MPI_INT, &mine[2], 1, MPI_INT, root, shared->comm);
-  std::vector<index_t> ptr(static_cast<std::size_t>(mine[0])), idx(static_cast<std::size_t>(mine[1]));
+  std::vector<index_t> ptr(static_cast<std::size_t>(mine[0]) + 1, 0), idx(static_cast<std::size_t>(mine[1]));
   std::vector<T> vals(static_cast<std::size_t>(mine[2]));
   const bool is_root = rank == root;
-  MPI_Scatterv(is_root ? F::ptr(*global).data() : nullptr, n_ptr.data(), at_ptr.data(), MPI_INT64_T, ptr.data(), mine[0],
-               MPI_INT64_T, root, shared->comm);
+  MPI_Scatterv(lengths.data(), n_len.data(), at_len.data(), MPI_INT64_T, ptr.data() + 1, mine[0], MPI_INT64_T, root,
+               shared->comm);
   MPI_Scatterv(is_root ? F::idx(*global).data() : nullptr, n_idx.data(), at_idx.data(), MPI_INT64_T, idx.data(), mine[1],
                MPI_INT64_T, root, shared->comm);
   MPI_Scatterv(is_root ? F::values(*global).data() : nullptr, n_val.data(), at_val.data(), datatype<T>(), vals.data(),
                mine[2], datatype<T>(), root, shared->comm);
-  const index_t base = ptr.empty() ? 0 : ptr[0];
-  for (index_t& p : ptr) p -= base;
+  std::partial_sum(ptr.begin(), ptr.end(), ptr.begin());
   const index_t first = parts.first(rank), rows = shape[0];
   const index_t local = std::min(rows, (first + nb) * b) - std::min(rows, first * b);
-  if (ptr.empty()) ptr.push_back(0);
   const Local mine_rows = F::make(local, rows, b, std::move(ptr), std::move(idx), std::move(vals));
   return DistMatrix(Layout{std::move(shared), std::move(parts), rows, b}, mine_rows);
 }
@@ -413,14 +426,25 @@ DistMatrix<Local> DistMatrix<Local>::read_matrix_market(MPI_Comm comm, const std
   const CooMatrix<double>& e = part.entries;
   std::vector<int> send(static_cast<std::size_t>(size)), send_at(send.size()), recv(send.size()), recv_at(send.size());
   std::vector<index_t> order(static_cast<std::size_t>(e.nnz()));
-  for (index_t k = 0; k < e.nnz(); ++k) ++send[first_split.owner(e.row_indices()[k] / b)];
-  for (int q = 1; q < size; ++q) send_at[q] = send_at[q - 1] + send[q - 1];
-  {
-    std::vector<int> at = send_at;  // entries grouped by destination, file order kept within each
-    for (index_t k = 0; k < e.nnz(); ++k) order[at[first_split.owner(e.row_indices()[k] / b)]++] = k;
-  }
+  agree(shared->comm, [&] {  // counts as MPI ints: checked on every process before data moves
+    std::vector<index_t> per(send.size(), 0), at(send.size(), 0);
+    for (index_t k = 0; k < e.nnz(); ++k) ++per[first_split.owner(e.row_indices()[k] / b)];
+    for (int q = 1; q < size; ++q) at[q] = at[q - 1] + per[q - 1];
+    for (int q = 0; q < size; ++q) {
+      send[q] = count(per[q], "DistMatrix::read_matrix_market: entries per message");
+      send_at[q] = count(at[q], "DistMatrix::read_matrix_market: entries of a slice");
+    }
+    for (index_t k = 0; k < e.nnz(); ++k) order[at[first_split.owner(e.row_indices()[k] / b)]++] = k;  // file order per destination
+  });
   MPI_Alltoall(send.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, shared->comm);
-  for (int q = 1; q < size; ++q) recv_at[q] = recv_at[q - 1] + recv[q - 1];
+  agree(shared->comm, [&] {
+    index_t at = 0;
+    for (int q = 0; q < size; ++q) {
+      recv_at[q] = count(at, "DistMatrix::read_matrix_market: entries received");
+      at += recv[q];
+    }
+    (void)count(at, "DistMatrix::read_matrix_market: entries received");
+  });
   const index_t received = static_cast<index_t>(recv_at.back()) + recv.back();
   const auto route = [&](const auto& in, auto& out, MPI_Datatype type) {
     using V = std::remove_cvref_t<decltype(in[0])>;
@@ -463,47 +487,73 @@ DistMatrix<Local> DistMatrix<Local>::read_matrix_market(MPI_Comm comm, const std
   return DistMatrix(Layout{std::move(shared), std::move(balanced), n, b}, rows_mine);
 }
 
+/// Waits for the posted messages when a product unwinds (an exception in the local
+/// product): the buffers they read and write must outlive them.
+class PendingRequests {
+public:
+  explicit PendingRequests(std::size_t n) { requests_.reserve(n); }
+  PendingRequests(const PendingRequests&) = delete;
+  PendingRequests& operator=(const PendingRequests&) = delete;
+  ~PendingRequests() { wait(); }
+  MPI_Request* add() { return &requests_.emplace_back(); }
+  void wait() {
+    if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
+  }
+
+private:
+  std::vector<MPI_Request> requests_;
+};
+
 template <class Local>
 void DistMatrix<Local>::spmm(value_type alpha, DenseView<const value_type> X, value_type beta, DenseView<value_type> Y) const {
   using T = value_type;
   MPI_Comm comm = comm_->comm;
-  const index_t k = X.cols;
-  agree(comm, [&] {
+  const index_t k = X.cols, b = b_, rows_per_block = b * k;
+  // One allgather checks every process's shapes and widths (and that every message of
+  // this product fits an MPI count) before anything is posted.
+  std::exception_ptr error;
+  try {
     const char* who = "DistMatrix::spmm";
     trnsparse::detail::check_dim(X.rows, local_rows_, who, "X", "rows", "local_rows()");
     trnsparse::detail::check_dim(Y.rows, local_rows_, who, "Y", "rows", "local_rows()");
     trnsparse::detail::check_dim(Y.cols, X.cols, who, "Y", "columns", "X.cols");
-  });
-  const std::vector<index_t> ks = detail::allgather(comm, std::span<const index_t>(&k, 1));
-  for (std::size_t p = 0; p < ks.size(); ++p)
-    if (ks[p] != k)
-      throw DimensionMismatch(concat("DistMatrix::spmm: X has ", ks[p], " columns on process ", p, " and ", k,
-                                     " on process ", rank_, ", expected the same on every process"));
-  if (k == 0) return;
-  const index_t b = b_, rows_per_msg = b * k;
-  std::vector<T> ghost(static_cast<std::size_t>(ghost_blocks() * rows_per_msg), T(0));
-  std::vector<T> sendbuf(static_cast<std::size_t>(sent_blocks() * rows_per_msg), T(0));
-  std::vector<MPI_Request> requests;
-  requests.reserve(recv_ranks_.size() + send_ranks_.size());
-  for (std::size_t q = 0; q < recv_ranks_.size(); ++q) {
-    requests.emplace_back();
-    MPI_Irecv(ghost.data() + recv_first_[q] * rows_per_msg,
-              count((recv_first_[q + 1] - recv_first_[q]) * rows_per_msg, "DistMatrix::spmm: halo"), datatype<T>(),
-              recv_ranks_[q], 0, comm, &requests.back());
+    (void)count(largest_message_ * rows_per_block, "DistMatrix::spmm: halo message");
+  } catch (...) {
+    error = std::current_exception();
   }
+  const index_t mine[2] = {error ? 1 : 0, k};
+  const std::vector<index_t> all = detail::allgather(comm, std::span<const index_t>(mine, 2));
+  bool failed = false, widths_differ = false;
+  for (std::size_t p = 0; p < all.size() / 2; ++p) {
+    failed = failed || all[2 * p] != 0;
+    widths_differ = widths_differ || all[2 * p + 1] != k;
+  }
+  if (failed) detail::agree_impl(comm, error);  // throws on every process
+  if (widths_differ)
+    for (std::size_t p = 0; p < all.size() / 2; ++p)
+      if (all[2 * p + 1] != all[1])
+        throw DimensionMismatch(concat("DistMatrix::spmm: X has ", all[1], " columns on process 0 and ", all[2 * p + 1],
+                                       " on process ", p, ", expected the same on every process"));
+  if (k == 0) return;
+  std::vector<T> ghost(static_cast<std::size_t>(ghost_blocks() * rows_per_block), T(0));
+  std::vector<T> sendbuf(static_cast<std::size_t>(sent_blocks() * rows_per_block), T(0));
+  PendingRequests requests(recv_ranks_.size() + send_ranks_.size());
+  for (std::size_t q = 0; q < recv_ranks_.size(); ++q)
+    MPI_Irecv(ghost.data() + recv_first_[q] * rows_per_block,
+              static_cast<int>((recv_first_[q + 1] - recv_first_[q]) * rows_per_block), datatype<T>(), recv_ranks_[q], 0,
+              comm, requests.add());
   for (std::size_t s = 0; s < send_blocks_.size(); ++s) {
     const index_t r0 = send_blocks_[s] * b, r1 = std::min(local_rows_, r0 + b);
     for (index_t r = r0; r < r1; ++r)
       std::copy_n(X.data + r * X.ld, k, sendbuf.data() + (static_cast<index_t>(s) * b + r - r0) * k);
   }
-  for (std::size_t q = 0; q < send_ranks_.size(); ++q) {
-    requests.emplace_back();
-    MPI_Isend(sendbuf.data() + send_first_[q] * rows_per_msg,
-              count((send_first_[q + 1] - send_first_[q]) * rows_per_msg, "DistMatrix::spmm: halo"), datatype<T>(),
-              send_ranks_[q], 0, comm, &requests.back());
-  }
+  for (std::size_t q = 0; q < send_ranks_.size(); ++q)
+    MPI_Isend(sendbuf.data() + send_first_[q] * rows_per_block,
+              static_cast<int>((send_first_[q + 1] - send_first_[q]) * rows_per_block), datatype<T>(), send_ranks_[q], 0,
+              comm, requests.add());
   trnsparse::spmm(alpha, *diag_, X, beta, Y);
-  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  requests.wait();
   if (offd_rows_.empty()) return;
   Dense<T> Z(offd_->rows(), k);
   trnsparse::spmm(alpha, *offd_, DenseView<const T>(ghost.data(), ghost_blocks() * b, k, k), T(0), Z.view());

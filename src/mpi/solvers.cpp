@@ -31,15 +31,34 @@ void check_same(MPI_Comm comm, std::span<const double> values, const char* who, 
                                      ", expected the same on every process"));
 }
 
-/// Agreed check of this process's rows of a vector: `v` has local_rows() finite values
-/// (or, when optional, none on every process).
+/// An optional vector (x0, preconditioner) must be given on every process holding rows
+/// or on none: a process without it would treat its rows as zero. Processes without
+/// rows have nothing to give and are not counted.
 template <class Local>
-void check_rows(const DistMatrix<Local>& A, std::span<const value_t<Local>> v, bool optional, const char* who,
-                const char* what) {
-  agree(A.comm(), [&] { solvers::check_vector(v, A.local_rows(), optional, who, what, "local_rows()"); });
-  if (!optional) return;
-  const double given = v.empty() ? 0.0 : 1.0;
-  check_same(A.comm(), std::span<const double>(&given, 1), who, concat("the presence of ", what).c_str());
+void check_presence(const DistMatrix<Local>& A, std::span<const value_t<Local>> v, const char* who, const char* what) {
+  const int mine = A.local_rows() == 0 ? -1 : (v.empty() ? 0 : 1);
+  const std::vector<int> all = detail::allgather(A.comm(), std::span<const int>(&mine, 1));
+  int first = -1;
+  for (std::size_t p = 0; p < all.size(); ++p) {
+    if (all[p] < 0) continue;
+    if (first < 0) first = static_cast<int>(p);
+    else if (all[p] != all[static_cast<std::size_t>(first)])
+      throw InvalidArgument(concat(who, ": ", what, " is ", all[first] ? "given" : "empty", " on process ", first, " and ",
+                                   all[p] ? "given" : "empty", " on process ", p,
+                                   ", expected it on every process holding rows or on none"));
+  }
+}
+
+/// The message counts and displacements of every process's rows of a k-column panel.
+template <class Local>
+void row_counts(const DistMatrix<Local>& A, index_t k, std::vector<int>& counts, std::vector<int>& at, const char* who) {
+  const index_t b = A.block_size();
+  for (std::size_t p = 0; p < counts.size(); ++p) {
+    const int q = static_cast<int>(p);
+    const index_t f = std::min(A.rows(), A.partition().first(q) * b), l = std::min(A.rows(), A.partition().first(q + 1) * b);
+    counts[p] = count((l - f) * k, who);
+    at[p] = count(f * k, who);
+  }
 }
 
 }  // namespace
@@ -49,8 +68,9 @@ LinearOperator<value_t<Local>> linear_operator(const DistMatrix<Local>& A) {
   using T = value_t<Local>;
   return LinearOperator<T>(
       A.local_rows(), [&A](DenseView<const T> X, DenseView<T> Y) { A.spmm(T(1), X, T(0), Y); },
-      typename LinearOperator<T>::Distribution{A.rows(), A.row_offset(),
-                                               [&A](std::span<double> partial) { detail::allsum(A.comm(), partial); }});
+      typename LinearOperator<T>::Distribution{
+          A.rows(), A.row_offset(), [&A](std::span<double> partial) { detail::allsum(A.comm(), partial); },
+          [&A](const std::exception_ptr& error) { detail::agree_impl(A.comm(), error); }});
 }
 
 template <class Local>
@@ -71,9 +91,8 @@ template <class Local>
 SolveResult<value_t<Local>> cg(const DistMatrix<Local>& A, std::span<const value_t<Local>> b,
                                const CgOptions<value_t<Local>>& options) {
   const char* who = "mpi::cg";
-  check_rows(A, b, false, who, "b");
-  check_rows(A, options.x0, true, who, "x0");
-  check_rows(A, options.preconditioner, true, who, "preconditioner");
+  check_presence(A, options.x0, who, "x0");
+  check_presence(A, options.preconditioner, who, "preconditioner");
   const double limits[2] = {options.tol, static_cast<double>(options.max_iter)};
   check_same(A.comm(), limits, who, "tol and max_iter");
   return trnsparse::cg(linear_operator(A), b, options);
@@ -81,12 +100,12 @@ SolveResult<value_t<Local>> cg(const DistMatrix<Local>& A, std::span<const value
 
 template <class Local>
 SolveResult<value_t<Local>> chebyshev(const DistMatrix<Local>& A, std::span<const value_t<Local>> b, double lmin,
-                                      double lmax, index_t steps) {
+                                      double lmax, index_t steps, std::span<const value_t<Local>> x0) {
   const char* who = "mpi::chebyshev";
-  check_rows(A, b, false, who, "b");
+  check_presence(A, x0, who, "x0");
   const double limits[3] = {lmin, lmax, static_cast<double>(steps)};
   check_same(A.comm(), limits, who, "lmin, lmax and steps");
-  return trnsparse::chebyshev(linear_operator(A), b, lmin, lmax, steps);
+  return trnsparse::chebyshev(linear_operator(A), b, lmin, lmax, steps, x0);
 }
 
 template <class Local>
@@ -103,26 +122,20 @@ Dense<value_t<Local>> gather_rows(const DistMatrix<Local>& A, DenseView<const va
   int rank = 0, size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  agree(comm, [&] {
-    trnsparse::detail::check_dim(local.rows, A.local_rows(), "mpi::gather_rows", "local", "rows", "local_rows()");
-  });
   const double k = static_cast<double>(local.cols);
   check_same(comm, std::span<const double>(&k, 1), "mpi::gather_rows", "the column counts of local");
-  std::vector<T> packed(static_cast<std::size_t>(local.rows * local.cols));
-  for (index_t i = 0; i < local.rows; ++i) std::copy_n(local.data + i * local.ld, local.cols, packed.data() + i * local.cols);
+  // Every process computes every count (all see the same overflow) before data moves.
   std::vector<int> counts(static_cast<std::size_t>(size)), at(counts.size());
   Dense<T> all;
-  if (rank == root) {
-    all = Dense<T>(A.rows(), local.cols);
-    for (int p = 0; p < size; ++p) {
-      const index_t b = A.block_size(), f = std::min(A.rows(), A.partition().first(p) * b),
-                    l = std::min(A.rows(), A.partition().first(p + 1) * b);
-      counts[p] = count((l - f) * local.cols, "mpi::gather_rows");
-      at[p] = count(f * local.cols, "mpi::gather_rows");
-    }
-  }
-  MPI_Gatherv(packed.data(), count(static_cast<index_t>(packed.size()), "mpi::gather_rows"), datatype<T>(),
-              rank == root ? all.values().data() : nullptr, counts.data(), at.data(), datatype<T>(), root, comm);
+  agree(comm, [&] {
+    trnsparse::detail::check_dim(local.rows, A.local_rows(), "mpi::gather_rows", "local", "rows", "local_rows()");
+    row_counts(A, local.cols, counts, at, "mpi::gather_rows");
+    if (rank == root) all = Dense<T>(A.rows(), local.cols);
+  });
+  std::vector<T> packed(static_cast<std::size_t>(local.rows * local.cols));
+  for (index_t i = 0; i < local.rows; ++i) std::copy_n(local.data + i * local.ld, local.cols, packed.data() + i * local.cols);
+  MPI_Gatherv(packed.data(), counts[rank], datatype<T>(), rank == root ? all.values().data() : nullptr, counts.data(),
+              at.data(), datatype<T>(), root, comm);
   return all;
 }
 
@@ -142,12 +155,7 @@ Dense<value_t<Local>> scatter_rows(const DistMatrix<Local>& A, const Dense<value
   const double kd = static_cast<double>(k);
   check_same(comm, std::span<const double>(&kd, 1), "mpi::scatter_rows", "k");
   std::vector<int> counts(static_cast<std::size_t>(size)), at(counts.size());
-  for (int p = 0; p < size; ++p) {
-    const index_t b = A.block_size(), f = std::min(A.rows(), A.partition().first(p) * b),
-                  l = std::min(A.rows(), A.partition().first(p + 1) * b);
-    counts[p] = count((l - f) * k, "mpi::scatter_rows");
-    at[p] = count(f * k, "mpi::scatter_rows");
-  }
+  agree(comm, [&] { row_counts(A, k, counts, at, "mpi::scatter_rows"); });
   Dense<T> mine(A.local_rows(), k);
   MPI_Scatterv(rank == root ? global->values().data() : nullptr, counts.data(), at.data(), datatype<T>(),
                mine.values().data(), counts[rank], datatype<T>(), root, comm);
@@ -160,7 +168,7 @@ Dense<value_t<Local>> scatter_rows(const DistMatrix<Local>& A, const Dense<value
   template SolveResult<value_t<Local>> cg(const DistMatrix<Local>&, std::span<const value_t<Local>>,                \
                                           const CgOptions<value_t<Local>>&);                                       \
   template SolveResult<value_t<Local>> chebyshev(const DistMatrix<Local>&, std::span<const value_t<Local>>, double, \
-                                                 double, index_t);                                                  \
+                                                 double, index_t, std::span<const value_t<Local>>);                 \
   template EigenResult<value_t<Local>> power_iteration(const DistMatrix<Local>&, index_t, double);                  \
   template Dense<value_t<Local>> gather_rows(const DistMatrix<Local>&, DenseView<const value_t<Local>>, int);       \
   template Dense<value_t<Local>> scatter_rows(const DistMatrix<Local>&, const Dense<value_t<Local>>*, index_t, int);

@@ -15,6 +15,8 @@ struct SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
+  /// Skips n draws in O(1) (the state advances by a constant per draw).
+  void skip(std::uint64_t n) noexcept { state += n * 0x9e3779b97f4a7c15ull; }
   /// Uniform in [0, 1) with 53 random bits.
   double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   /// Uniform in [-1, 1).

@@ -53,19 +53,40 @@ void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t 
   pq.reduce(A);
 }
 
+/// The callback's answer, agreed on by every process: any process asking to stop (or
+/// throwing: rethrown there after the others learned to stop) stops all.
+template <SolverValue T>
+bool stop_requested(const LinearOperator<T>& A, const std::function<bool(index_t, double)>& callback, index_t it,
+                    double worst) {
+  std::exception_ptr error;
+  bool stop = false;
+  try {
+    stop = !callback(it, worst);
+  } catch (...) {
+    error = std::current_exception();
+    stop = true;
+  }
+  stop = A.any(stop);
+  if (error) std::rethrow_exception(error);
+  return stop;
+}
+
 template <index_t K, SolverValue T>
 BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, const CgOptions<T>& opt) {
   const char* who = "cg";
   const index_t n = A.size(), k = K ? K : B.cols;
-  detail::check_dim(B.rows, n, who, "b", "rows", "A.size()");
-  if (!(opt.tol >= 0.0)) throw InvalidArgument(detail::concat(who, ": tol = ", opt.tol, " must be >= 0"));
-  detail::check_nonnegative(opt.max_iter, "cg: max_iter");
-  for (index_t i = 0; i < n; ++i)
-    for (index_t j = 0; j < k; ++j)
-      if (!std::isfinite(B(i, j)))
-        throw InvalidArgument(detail::concat(who, ": b(", i, ", ", j, ") = ", B(i, j), ", expected a finite value"));
-  solvers::check_vector(opt.x0, detail::checked_mul(n, k, "cg: n * k"), true, who, "x0", "n * k");
-  solvers::check_vector(opt.preconditioner, n, true, who, "preconditioner", "A.size()");
+  A.agree([&] {
+    detail::check_dim(B.rows, n, who, "b", "rows", "A.size()");
+    if (!(opt.tol >= 0.0)) throw InvalidArgument(detail::concat(who, ": tol = ", opt.tol, " must be >= 0"));
+    detail::check_nonnegative(opt.max_iter, "cg: max_iter");
+    for (index_t i = 0; i < n; ++i)
+      for (index_t j = 0; j < k; ++j)
+        if (!std::isfinite(B(i, j)))
+          throw InvalidArgument(detail::concat(who, ": b(", i, ", ", j, ") = ", B(i, j), ", expected a finite value"));
+    solvers::check_vector(opt.x0, detail::checked_mul(n, k, "cg: n * k"), true, who, "x0", "n * k");
+    solvers::check_vector(opt.preconditioner, n, true, who, "preconditioner", "A.size()");
+  });
+  const bool has_x0 = A.any(!opt.x0.empty());  // a process without rows has none but joins the product
 
   BlockSolveResult<T> res{Dense<T>(n, k), std::vector<index_t>(static_cast<std::size_t>(k), 0),
                           std::vector<double>(static_cast<std::size_t>(k), 0.0),
@@ -79,7 +100,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
                  Z = minv ? detail::make_vector<T>(n * k, "cg: preconditioned residual") : std::vector<T>{};
   T* z_out = minv ? Z.data() : R.data();
   const double elements = static_cast<double>(nk);
-  if (!opt.x0.empty()) {
+  if (has_x0) {
     std::copy(opt.x0.begin(), opt.x0.end(), X);
     A.apply(DenseView<const T>(X, n, k, k), DenseView<T>(Q.data(), n, k, k));
   }
@@ -92,7 +113,6 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   std::vector<T> alpha_t(static_cast<std::size_t>(k)), beta_t(static_cast<std::size_t>(k));
   {
     ChunkedSums init(n, 3 * k);
-    const bool has_x0 = !opt.x0.empty();
     init.run(3.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         for (index_t j = 0; j < k; ++j) {
@@ -178,7 +198,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
       }
       active[j] = 0;
     }
-    if (opt.callback && !opt.callback(it, worst)) {
+    if (opt.callback && stop_requested(A, opt.callback, it, worst)) {
       for (index_t j = 0; j < k; ++j)
         if (active[j]) res.status[j] = SolveStatus::stopped;
       break;

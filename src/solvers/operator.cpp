@@ -50,7 +50,8 @@ LinearOperator<T>::LinearOperator(index_t n, Apply apply) : n_(n), apply_(std::m
 template <SolverValue T>
 LinearOperator<T>::LinearOperator(index_t n, Apply apply, Distribution distribution)
     : LinearOperator(n, std::move(apply)) {
-  if (!distribution.sum) throw InvalidArgument("LinearOperator: distribution.sum is empty, expected a callable");
+  if (!distribution.sum || !distribution.agree)
+    throw InvalidArgument("LinearOperator: distribution.sum or distribution.agree is empty, expected callables");
   if (!(distribution.offset >= 0 && distribution.offset <= distribution.global_size - n))
     throw InvalidArgument(detail::concat("LinearOperator: rows [", distribution.offset, ", ", distribution.offset + n,
                                          ") are outside the ", distribution.global_size, " rows of the problem"));
@@ -87,6 +88,18 @@ LinearOperator<T>::LinearOperator(const CsrMatrix<T>& A, Triangle uplo)
         }
       }) {
   check_square(A.rows(), A.cols(), "LinearOperator");
+}
+
+template <SolverValue T>
+void LinearOperator<T>::agree(const std::function<void()>& checks) const {
+  std::exception_ptr error;
+  try {
+    checks();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (distributed_) distribution_.agree(error);
+  else if (error) std::rethrow_exception(error);
 }
 
 template <SolverValue T>

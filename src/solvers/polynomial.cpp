@@ -23,14 +23,16 @@ template <SolverValue T>
 SolveResult<T> polynomial_steps(const LinearOperator<T>& A, std::span<const T> b, std::span<const T> x0,
                                 const std::vector<double>& a, const std::vector<double>& c, const char* who) {
   const index_t n = A.size();
-  solvers::check_vector(b, n, false, who, "b", "A.size()");
-  solvers::check_vector(x0, n, true, who, "x0", "A.size()");
+  A.agree([&] {
+    solvers::check_vector(b, n, false, who, "b", "A.size()");
+    solvers::check_vector(x0, n, true, who, "x0", "A.size()");
+  });
   SolveResult<T> res{std::vector<T>(static_cast<std::size_t>(n)), 0, 0.0, SolveStatus::completed};
   T* x = res.x.data();
   std::vector<T> r(b.begin(), b.end()), d = detail::make_vector<T>(n, "solver: direction"),
                                         w = detail::make_vector<T>(n, "solver: product");
   const auto column = [n](auto* p) { return DenseView<std::remove_pointer_t<decltype(p)>>(p, n, 1, 1); };
-  if (!x0.empty()) {
+  if (A.any(!x0.empty())) {  // a process without rows has an empty x0 but joins the product
     std::copy(x0.begin(), x0.end(), x);
     A.apply(column(static_cast<const T*>(x)), column(w.data()));
     for (index_t i = 0; i < n; ++i) r[i] -= w[i];
@@ -94,24 +96,29 @@ ChebyshevCoefficients chebyshev_coeffs(double lmin, double lmax, index_t steps) 
 template <SolverValue T>
 SolveResult<T> chebyshev(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b, double lmin, double lmax, index_t steps,
                          std::span<const std::type_identity_t<T>> x0) {
-  const ChebyshevCoefficients co = chebyshev_coeffs(lmin, lmax, steps);
+  ChebyshevCoefficients co;
+  A.agree([&] { co = chebyshev_coeffs(lmin, lmax, steps); });
   return polynomial_steps(A, b, x0, co.a, co.c, "chebyshev");
 }
 
 template <SolverValue T>
 SolveResult<T> richardson(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b, double omega, index_t steps,
                           std::span<const std::type_identity_t<T>> x0) {
-  if (!std::isfinite(omega))
-    throw InvalidArgument(detail::concat("richardson: omega = ", omega, ", expected a finite value"));
-  detail::check_nonnegative(steps, "richardson: steps");
+  A.agree([&] {
+    if (!std::isfinite(omega))
+      throw InvalidArgument(detail::concat("richardson: omega = ", omega, ", expected a finite value"));
+    detail::check_nonnegative(steps, "richardson: steps");
+  });
   const std::vector<double> a(static_cast<std::size_t>(steps), 0.0), c(static_cast<std::size_t>(steps), omega);
   return polynomial_steps(A, b, x0, a, c, "richardson");
 }
 
 template <SolverValue T>
 EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, double tol) {
-  detail::check_nonnegative(max_iter, "power_iteration: max_iter");
-  if (!(tol >= 0.0)) throw InvalidArgument(detail::concat("power_iteration: tol = ", tol, " must be >= 0"));
+  A.agree([&] {
+    detail::check_nonnegative(max_iter, "power_iteration: max_iter");
+    if (!(tol >= 0.0)) throw InvalidArgument(detail::concat("power_iteration: tol = ", tol, " must be >= 0"));
+  });
   const index_t n = A.size();
   EigenResult<T> res{0.0, std::vector<T>(static_cast<std::size_t>(n)), 0, A.global_size() == 0};
   if (A.global_size() == 0) return res;
@@ -120,7 +127,7 @@ EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, dou
   // A fixed start, the same for every run, thread count and process count: entry i is
   // draw i of one stream (a process skips the draws of the rows before its own).
   detail::SplitMix64 rng{0x5eed};
-  for (index_t i = 0; i < A.offset(); ++i) (void)rng.symmetric();
+  rng.skip(static_cast<std::uint64_t>(A.offset()));
   double vv = 0.0;
   for (T& vi : v) {
     vi = static_cast<T>(rng.symmetric());

@@ -332,6 +332,80 @@ TEST(MpiSolvers, FloatCg) {
   EXPECT_NEAR(static_cast<double>(res.iterations), static_cast<double>(single.iterations), 1.0);
 }
 
+TEST(MpiSolvers, ProcessesWithoutRowsJoinPreconditionedSolvesWithX0) {
+  // All rows on the last process (the others own nothing), and a matrix with fewer block
+  // rows than processes: Jacobi and x0 must work, and agree with one process.
+  const CsrMatrix<double> A = poisson3d<double>(5);
+  std::vector<index_t> bounds(static_cast<std::size_t>(world()) + 1, 0);
+  bounds.back() = A.rows();
+  const Partition last(bounds);
+  for (const Partition* p : {&last, static_cast<const Partition*>(nullptr)}) {
+    const auto D = scatter_global<CsrMatrix<double>>(A, 1, p);
+    const std::vector<double> rhs = values(A.rows(), 31), x0g = values(A.rows(), 32);
+    const auto single = trnsparse::cg(LinearOperator<double>(A), rhs,
+                                      {.tol = 1e-10, .preconditioner = jacobi_preconditioner(A), .x0 = x0g});
+    const std::vector<double> b(rhs.begin() + D.row_offset(), rhs.begin() + D.row_offset() + D.local_rows()),
+        x0(x0g.begin() + D.row_offset(), x0g.begin() + D.row_offset() + D.local_rows());
+    const auto dist = cg(D, b, {.tol = 1e-10, .preconditioner = jacobi_preconditioner(D), .x0 = x0});
+    EXPECT_EQ(dist.iterations, single.iterations);
+    EXPECT_TRUE(dist.converged());
+    for (index_t i = 0; i < D.local_rows(); ++i) EXPECT_NEAR(dist.x[i], single.x[D.row_offset() + i], 1e-8);
+    const auto cheb = chebyshev(D, b, 0.5, 11.5, 20, x0);
+    EXPECT_EQ(cheb.status, SolveStatus::completed);
+  }
+  // With a BSR block larger than the matrix: one block row, one process holds it.
+  const auto B = scatter_global<BsrMatrix<double>>(A, 128);
+  std::vector<double> ones(static_cast<std::size_t>(B.local_rows()), 1.0);
+  EXPECT_TRUE(cg(B, ones, {.tol = 1e-8, .preconditioner = jacobi_preconditioner(B)}).converged());
+}
+
+TEST(MpiSolvers, ACallbackStoppingOnOneProcessStopsAll) {
+  const CsrMatrix<double> A = poisson3d<double>(8);
+  const auto D = scatter_global<CsrMatrix<double>>(A, 1);
+  std::vector<double> b(static_cast<std::size_t>(D.local_rows()), 1.0);
+  const int stopper = world() - 1;
+  const auto res = cg(D, b, {.tol = 1e-12, .callback = [&](index_t it, double) { return !(rank() == stopper && it == 3); }});
+  EXPECT_EQ(res.status, SolveStatus::stopped);
+  EXPECT_EQ(res.iterations, 3);
+  // A callback throwing on one process: it rethrows there, the others stop.
+  bool threw = false;
+  SolveResult<double> r2;
+  try {
+    r2 = cg(D, b, {.tol = 1e-12, .callback = [&](index_t it, double) {
+                     if (rank() == 0 && it == 2) throw std::runtime_error("callback failed");
+                     return true;
+                   }});
+  } catch (const std::runtime_error&) {
+    threw = true;
+  }
+  EXPECT_EQ(threw, rank() == 0);
+  if (rank() != 0) EXPECT_EQ(r2.status, SolveStatus::stopped);
+}
+
+TEST(MpiSolvers, TheDistributedOperatorAgreesOnErrorsInTheCoreSolvers) {
+  // trnsparse::cg on mpi::linear_operator, with a NaN in b on the last process only.
+  const CsrMatrix<double> A = poisson3d<double>(4);
+  const auto D = scatter_global<CsrMatrix<double>>(A, 1);
+  std::vector<double> b(static_cast<std::size_t>(D.local_rows()), 1.0);
+  if (rank() == world() - 1 && !b.empty()) b.back() = std::nan("");
+  EXPECT_THROW(trnsparse::cg(linear_operator(D), std::span<const double>(b)), InvalidArgument);
+  EXPECT_THROW(trnsparse::richardson(linear_operator(D), std::span<const double>(b), 0.1, 3), InvalidArgument);
+}
+
+TEST(MpiProducts, GatherAndScatterRowsOnUnevenPartitions) {
+  const CsrMatrix<double> A = poisson3d<double>(4);
+  std::vector<index_t> bounds(static_cast<std::size_t>(world()) + 1, 0);
+  for (int p = 1; p <= world(); ++p) bounds[p] = p == world() ? A.rows() : std::min<index_t>(A.rows(), 7 * p * p);
+  const Partition uneven(bounds);
+  const auto D = scatter_global<CsrMatrix<double>>(A, 1, &uneven);
+  std::optional<Dense<double>> G;
+  if (rank() == world() - 1) G = Dense<double>(A.rows(), 3, values(A.rows() * 3, 5));
+  const Dense<double> mine = scatter_rows(D, G ? &*G : nullptr, 3, world() - 1);
+  EXPECT_EQ(mine.rows(), D.local_rows());
+  const Dense<double> back = gather_rows(D, mine.view(), world() - 1);
+  if (rank() == world() - 1) EXPECT_TRUE(std::ranges::equal(back.values(), G->values()));
+}
+
 // ---- errors: every process throws, none hangs ---------------------------------------
 
 TEST(MpiErrors, MismatchedShapesThrowOnEveryProcess) {
@@ -385,7 +459,8 @@ class RankFailures : public ::testing::EmptyTestEventListener {
 }  // namespace trnsparse::mpi::test
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -124,17 +124,20 @@ private:
   std::string body_;
 };
 
-/// n values in [-1, 1) from a fixed xorshift64 stream: the same vector in every run and
-/// on every machine (the `--rhs random` of the solve commands).
-inline std::vector<double> fixed_random_vector(index_t n) {
+/// Entries [first, first + n) of a fixed xorshift64 stream of values in [-1, 1): the
+/// same vector in every run and on every machine (the `--rhs random` of the solve
+/// commands; a process of a distributed solve draws its own rows, skipping `first`).
+inline std::vector<double> fixed_random_vector(index_t n, index_t first = 0) {
   std::vector<double> v(static_cast<std::size_t>(n));
   std::uint64_t state = 0x243f6a8885a308d3ull;
-  for (double& x : v) {
+  const auto draw = [&state] {
     state ^= state << 13;
     state ^= state >> 7;
     state ^= state << 17;
-    x = static_cast<double>(state >> 11) * 0x1p-52 - 1.0;
-  }
+    return static_cast<double>(state >> 11) * 0x1p-52 - 1.0;
+  };
+  for (index_t i = 0; i < first; ++i) (void)draw();
+  for (double& x : v) x = draw();
   return v;
 }
 
