@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Sparse-dense products from Python, in one run: trnsparse against torch.sparse (CSR,
-and BSR where this torch can multiply it on CPU), scipy.sparse and dense torch.matmul.
+"""Sparse-dense products and block-sparse attention from Python, in one run: trnsparse
+against torch.sparse (CSR, and BSR where this torch can multiply it on CPU), scipy.sparse
+and dense torch.matmul; block_sparse_attention_tiled against dense torch attention.
 
 Prints one JSON object per line:
   {"op": "bsr_spmm", "impl": "trnsparse", "n": 2048, "k": 64, "block": 64, "density": 0.05,
@@ -8,6 +9,14 @@ Prints one JSON object per line:
 `gflops` counts the useful multiply-adds (2 * stored entries * k), and `max_rel_err` is
 the error against a float64 dense product. An implementation this machine's torch lacks
 prints {"impl": ..., "skipped": "<reason>"} instead.
+
+Attention rows ("op": "attention_fwd" or "attention_fwd_bwd", float32, one head of
+(seq, d), a local_window mask) compare block_sparse_attention_tiled with dense torch
+attention, softmax(Q Kᵀ · scale + mask) V with a dense boolean (seq, seq) mask, on the
+same data. `gflops` counts the useful multiply-adds over the allowed (query, key) pairs
+(4 · pairs · d forward, 12 · pairs · d forward + backward) and `max_rel_err` is the
+largest of max |x - ref| / max |ref| over O (and dQ, dK, dV) against a float64 dense
+reference.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py --n 2048 --k 64
 """
@@ -82,6 +91,52 @@ def run(args) -> None:
                   flush=True)
 
 
+def dense_attention(Q, K, V, allowed, scale):
+    """softmax(Q Kᵀ · scale, masked by the boolean `allowed`) V with dense torch ops; rows
+    with no allowed key give zeros (as block_sparse_attention_tiled)."""
+    S = (Q @ K.T * scale).masked_fill(~allowed, float("-inf"))
+    empty = ~allowed.any(dim=1, keepdim=True)
+    return torch.softmax(S.masked_fill(empty, 0.0), dim=1).masked_fill(empty, 0.0) @ V
+
+
+def fwd_bwd(f, Q, K, V, dO):
+    """(O, dQ, dK, dV) of f(Q, K, V) for the output gradient dO."""
+    leaves = [t.detach().requires_grad_() for t in (Q, K, V)]
+    O = f(*leaves)
+    return (O.detach(), *torch.autograd.grad(O, leaves, dO))
+
+
+def run_attention(args) -> None:
+    for seq in args.attn_seqs:
+        d, block, window = args.attn_d, args.attn_block, args.attn_window
+        g = torch.Generator().manual_seed(args.seed + seq)
+        Q64, K64, V64, dO64 = (torch.rand(seq, d, generator=g, dtype=torch.float64) * 2 - 1 for _ in range(4))
+        mask = ts.mask.local_window(seq, block, window)
+        allowed = mask.to_dense()
+        pairs = int(allowed.sum())
+        scale = d ** -0.5
+        ref = fwd_bwd(lambda q, k, v: dense_attention(q, k, v, allowed, scale), Q64, K64, V64, dO64)
+        Q, K, V, dO = (t.float() for t in (Q64, K64, V64, dO64))
+        sparse = lambda q, k, v: ts.block_sparse_attention_tiled(q, k, v, mask)  # noqa: E731
+        dense = lambda q, k, v: dense_attention(q, k, v, allowed, scale)  # noqa: E731
+        impls = {
+            ("attention_fwd", "trnsparse"): lambda: (sparse(Q, K, V),),
+            ("attention_fwd", "torch.dense"): lambda: (dense(Q, K, V),),
+            ("attention_fwd_bwd", "trnsparse"): lambda: fwd_bwd(sparse, Q, K, V, dO),
+            ("attention_fwd_bwd", "torch.dense"): lambda: fwd_bwd(dense, Q, K, V, dO),
+        }
+        for (op, impl), fn in impls.items():
+            row = {"op": op, "impl": impl, "seq": seq, "d": d, "block": block, "mask": "local_window",
+                   "window": window, "density": mask.n_blocks / (-(-seq // block)) ** 2, "dtype": "float32",
+                   "torch_threads": torch.get_num_threads(), "trnsparse_threads": ts.get_num_threads()}
+            with torch.no_grad() if op == "attention_fwd" else torch.enable_grad():
+                seconds, outs = measure(fn, args.repeats)
+            err = max(float((o.double() - r).abs().max()) / (float(r.abs().max()) or 1.0) for o, r in zip(outs, ref))
+            useful = (4.0 if op == "attention_fwd" else 12.0) * pairs * d
+            print(json.dumps({**row, "median_s": seconds, "gflops": useful / seconds / 1e9, "max_rel_err": err}),
+                  flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=2048, help="rows and columns of A")
@@ -90,7 +145,14 @@ def main() -> None:
     p.add_argument("--density", type=float, default=0.05, help="fraction of stored blocks")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--seed", type=int, default=1)
-    run(p.parse_args())
+    p.add_argument("--attn-seqs", type=lambda s: [int(x) for x in s.split(",") if x], default=[1024, 2048],
+                   help="comma-separated attention sequence lengths (empty: no attention rows)")
+    p.add_argument("--attn-d", type=int, default=64, help="attention head dimension")
+    p.add_argument("--attn-block", type=int, default=64, help="attention block size")
+    p.add_argument("--attn-window", type=int, default=1, help="local_window mask: blocks on each side")
+    args = p.parse_args()
+    run(args)
+    run_attention(args)
 
 
 if __name__ == "__main__":

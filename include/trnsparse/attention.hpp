@@ -16,10 +16,12 @@
 ///     trnsparse::attention_forward(m, Q.view(), K.view(), V.view(), O.view(), lse);
 ///
 /// Kernels walk the stored blocks of each block row with an online softmax (fp32 scores,
-/// statistics and accumulation, also for bf16 operands), threads own (batch, head, block
-/// row) ranges balanced by stored blocks; the backward computes dQ row-first and dK, dV
-/// column-first over the plan's transposed view, one writer per output tile: results are
-/// bitwise identical for any thread count.
+/// statistics and accumulation, also for bf16 operands; fp64 for double operands),
+/// threads own (batch, head, block row) ranges balanced by stored blocks; the backward
+/// computes dQ row-first and dK, dV column-first over the plan's transposed view, one
+/// writer per output tile: results are bitwise identical for any thread count. Double
+/// operands run the portable reference kernel on every instruction set (for verification,
+/// e.g. gradient checks in float64, not for speed).
 #pragma once
 
 #include <cstdint>
@@ -121,30 +123,32 @@ struct HeadsView {
   operator HeadsView<const T>() const noexcept { return {data, batch, heads, seq, dim}; }  // NOLINT
 };
 
-/// Element types of attention operands: fp32, or bf16 (fp32 scores, statistics and
-/// accumulation; bf16 outputs rounded once at the end).
+/// Element types of attention operands: fp32, bf16 (fp32 scores, statistics and
+/// accumulation; bf16 outputs rounded once at the end), or double (fp64 throughout, on the
+/// portable kernel). Row statistics (lse) and the scale have type `acc_t<T>`: float for
+/// fp32 and bf16, double for double.
 template <class T>
-concept AttentionValue = std::same_as<T, float> || std::same_as<T, bf16>;
+concept AttentionValue = std::same_as<T, float> || std::same_as<T, bf16> || std::same_as<T, double>;
 
 /// Largest supported head dimension.
 inline constexpr index_t max_attention_head_dim = 512;
 
 /// O = softmax(Q Kᵀ · scale + mask) V for one head: Q, O (queries x d), K, V (keys x d),
 /// 1 <= d <= 512. `scale` 0 means 1 / sqrt(d). When `lse` is not empty (queries entries)
-/// it receives each row's log-sum-exp of its scaled allowed scores (fp32), the statistic
+/// it receives each row's log-sum-exp of its scaled allowed scores (acc_t<T>), the statistic
 /// `attention_backward` needs. A query row with no allowed key gets O = 0 and lse = 0.
 /// @throw DimensionMismatch for wrong shapes, InvalidArgument for d outside [1, 512],
 ///        a non-finite or negative scale, or an output overlapping an input.
 template <AttentionValue T>
 void attention_forward(const AttentionMask& mask, DenseView<const std::type_identity_t<T>> Q,
                        DenseView<const std::type_identity_t<T>> K, DenseView<const std::type_identity_t<T>> V,
-                       DenseView<T> O, std::span<float> lse = {}, float scale = 0);
+                       DenseView<T> O, std::span<acc_t<T>> lse = {}, acc_t<T> scale = 0);
 /// The same for every (batch, head) of (batch, heads, seq, d) tensors; lse (if not empty)
 /// has batch * heads * queries entries.
 template <AttentionValue T>
 void attention_forward(const AttentionMask& mask, HeadsView<const std::type_identity_t<T>> Q,
                        HeadsView<const std::type_identity_t<T>> K, HeadsView<const std::type_identity_t<T>> V,
-                       HeadsView<T> O, std::span<float> lse = {}, float scale = 0);
+                       HeadsView<T> O, std::span<acc_t<T>> lse = {}, acc_t<T> scale = 0);
 
 /// Gradients of the forward from dO, the forward's O and lse (same mask, inputs and
 /// scale): dQ (queries x d), dK, dV (keys x d), with D = rowsum(dO ∘ O).
@@ -153,13 +157,13 @@ template <AttentionValue T>
 void attention_backward(const AttentionMask& mask, DenseView<const std::type_identity_t<T>> Q,
                         DenseView<const std::type_identity_t<T>> K, DenseView<const std::type_identity_t<T>> V,
                         DenseView<const std::type_identity_t<T>> O, DenseView<const std::type_identity_t<T>> dO,
-                        std::span<const float> lse, DenseView<T> dQ, DenseView<T> dK, DenseView<T> dV,
-                        float scale = 0);
+                        std::span<const acc_t<T>> lse, DenseView<T> dQ, DenseView<T> dK, DenseView<T> dV,
+                        acc_t<T> scale = 0);
 template <AttentionValue T>
 void attention_backward(const AttentionMask& mask, HeadsView<const std::type_identity_t<T>> Q,
                         HeadsView<const std::type_identity_t<T>> K, HeadsView<const std::type_identity_t<T>> V,
                         HeadsView<const std::type_identity_t<T>> O, HeadsView<const std::type_identity_t<T>> dO,
-                        std::span<const float> lse, HeadsView<T> dQ, HeadsView<T> dK, HeadsView<T> dV,
-                        float scale = 0);
+                        std::span<const acc_t<T>> lse, HeadsView<T> dQ, HeadsView<T> dK, HeadsView<T> dV,
+                        acc_t<T> scale = 0);
 
 }  // namespace trnsparse

@@ -370,6 +370,27 @@ void bind_solvers(py::module_& m) {
       return solve_tuple(std::move(res));
     });
   });
+  // k right-hand sides at once: (X, iterations, relative residuals, status names) per column;
+  // x0, when given, is a contiguous n x k buffer.
+  m.def("cg_block", [](const Bsr& h, const DenseArg& B, const Opt& x0, double tol, index_t max_iter,
+                       const Opt& minv) {
+    return on_real_bsr(h, "cg_bsr", [&](const auto& A) -> py::object {
+      using T = matrix_value_t<decltype(A)>;
+      const DenseView<const T> Bv = view_of<const T>(B);
+      const std::span<const T> x0v =
+          x0 ? std::span<const T>(view_of<const T>(*x0).data, static_cast<std::size_t>(Bv.rows * Bv.cols))
+             : std::span<const T>{};
+      auto res = [&] {
+        py::gil_scoped_release nogil;
+        const CgOptions<T> opt{.tol = tol, .max_iter = max_iter, .preconditioner = span_of<T>(minv), .x0 = x0v};
+        return cg(LinearOperator<T>(A), Bv, opt);
+      }();
+      py::list status;
+      for (const SolveStatus st : res.status) status.append(std::string(to_string(st)));
+      return py::make_tuple(dense_array(std::move(res.X)), vector_array(std::move(res.iterations)),
+                            vector_array(std::move(res.rel_residual)), status);
+    });
+  });
   m.def("chebyshev", [](const Bsr& h, const DenseArg& b, double lmin, double lmax, index_t steps, const Opt& x0) {
     return on_real_bsr(h, "chebyshev_bsr", [&](const auto& A) -> py::object {
       using T = matrix_value_t<decltype(A)>;
@@ -444,20 +465,12 @@ void bind_screening(py::module_& m) {
         });
 }
 
-// ---- block-sparse attention (fp32 and bf16 operands) ------------------------------------
-/// Calls f.template operator()<T>() for an attention operand dtype; a TypeError for float64.
-template <class F>
-void with_attention_dtype(const std::string& dtype, F&& f) {
-  with_dtype(dtype, [&]<class T>() {
-    if constexpr (AttentionValue<T>) f.template operator()<T>();
-    else throw py::type_error("block_sparse_attention_tiled: dtype " + dtype +
-                              " is not supported (float32 or bfloat16)");
-  });
-}
-
-/// The float32 entries of a one-column buffer (row statistics).
-std::span<float> lse_span(const DenseArg& a) {
-  const DenseView<float> v = view_of<float>(a);
+// ---- block-sparse attention (fp32, bf16 and float64 operands) --------------------------
+/// The entries of a one-column buffer of row statistics: float32 for fp32 and bf16
+/// operands, float64 for float64 (acc_t<T>).
+template <class A>
+std::span<A> lse_span(const DenseArg& a) {
+  const DenseView<A> v = view_of<A>(a);
   return {v.data, static_cast<std::size_t>(v.rows)};
 }
 
@@ -501,6 +514,13 @@ void bind_attention(py::module_& m) {
   m.def("mask_dilated", &mask::dilated, Guard());
   m.def("mask_global_tokens", &mask::global_tokens, Guard());
   m.def("mask_causal", &mask::causal, Guard());
+  m.def("mask_document", [](std::uintptr_t lengths, index_t n, index_t block, bool causal) {
+    const auto l = copy_of<index_t>(lengths, n);
+    py::gil_scoped_release nogil;
+    return mask::document(l, block, causal);
+  });
+  m.def("mask_unite", &mask::unite, Guard());
+  m.def("mask_intersect", &mask::intersect, Guard());
   // Every stored block of a BSR pattern full (its values are not read).
   m.def("mask_from_pattern", [](index_t rows, index_t cols, index_t block_size, std::uintptr_t block_row_ptr,
                                 index_t n_block_row_ptr, std::uintptr_t block_col_idx, index_t n_blocks) {
@@ -509,26 +529,26 @@ void bind_attention(py::module_& m) {
     py::gil_scoped_release nogil;
     return AttentionMask(BsrStructure::make(rows, cols, block_size, std::move(ptr), std::move(cols_v)));
   });
-  // O and lse (float32) in place; scale 0 means 1 / sqrt(d).
+  // O and lse (float32; float64 for float64 operands) in place; scale 0 means 1 / sqrt(d).
   m.def("attention_forward", [](const AttentionMask& mk, const std::string& dtype, const DenseArg& Q,
                                 const DenseArg& K, const DenseArg& V, const DenseArg& O, const DenseArg& lse,
-                                float scale) {
-    with_attention_dtype(dtype, [&]<class T>() {
+                                double scale) {
+    with_dtype(dtype, [&]<class T>() {
       py::gil_scoped_release nogil;
       attention_forward<T>(mk, view_of<const T>(Q), view_of<const T>(K), view_of<const T>(V), view_of<T>(O),
-                           lse_span(lse), scale);
+                           lse_span<acc_t<T>>(lse), static_cast<acc_t<T>>(scale));
     });
   });
   // dQ, dK, dV in place from the forward's O and lse.
   m.def("attention_backward",
         [](const AttentionMask& mk, const std::string& dtype, const DenseArg& Q, const DenseArg& K, const DenseArg& V,
            const DenseArg& O, const DenseArg& dO, const DenseArg& lse, const DenseArg& dQ, const DenseArg& dK,
-           const DenseArg& dV, float scale) {
-          with_attention_dtype(dtype, [&]<class T>() {
+           const DenseArg& dV, double scale) {
+          with_dtype(dtype, [&]<class T>() {
             py::gil_scoped_release nogil;
             attention_backward<T>(mk, view_of<const T>(Q), view_of<const T>(K), view_of<const T>(V),
-                                  view_of<const T>(O), view_of<const T>(dO), lse_span(lse), view_of<T>(dQ),
-                                  view_of<T>(dK), view_of<T>(dV), scale);
+                                  view_of<const T>(O), view_of<const T>(dO), lse_span<const acc_t<T>>(lse),
+                                  view_of<T>(dQ), view_of<T>(dK), view_of<T>(dV), static_cast<acc_t<T>>(scale));
           });
         });
 }

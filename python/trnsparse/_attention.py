@@ -2,11 +2,14 @@
 
 `block_sparse_attention_tiled(Q, K, V, mask)` computes O = softmax(Q Kᵀ · scale + mask) V
 for one head, visiting only the (query block, key block) tiles the mask stores, with an
-online softmax (fp32 scores, statistics and accumulation). The mask is either a
+online softmax (fp32 scores, statistics and accumulation for float32 and bfloat16; fp64
+throughout for float64). The mask is either a
 BSRMatrix, whose block pattern alone is used (every stored block fully allowed; its
 block size is the tile size), or an AttentionMask from the builders of `trnsparse.mask`
 (which may also allow only part of a block, e.g. the diagonal blocks of `causal`).
-Operands are float32 or bfloat16: the core has no float64 attention kernel.
+Operands are float32, bfloat16 or float64. float64 runs the core's portable reference
+kernel on every instruction set: it is for verification (e.g. `torch.autograd.gradcheck`
+with nondet_tol=0), not speed.
 
 The backward is the core's `attention_backward` from the forward's saved O and per-row
 log-sum-exp: bitwise identical for any thread count.
@@ -22,7 +25,7 @@ from . import _core
 from ._formats import BSRMatrix
 from ._interop import as_tensor, check, dense_arg, dense_operand, dtype_name, from_array, index_tensor
 
-_ATTENTION_DTYPES = (torch.float32, torch.bfloat16)
+_ATTENTION_DTYPES = (torch.float32, torch.bfloat16, torch.float64)
 
 
 class AttentionMask:
@@ -118,22 +121,23 @@ class _BlockSparseAttention(torch.autograd.Function):
 
 def _forward(Q, K, V, mask: AttentionMask, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     O = torch.empty((Q.shape[0], V.shape[1]), dtype=Q.dtype)
-    lse = torch.empty(Q.shape[0], dtype=torch.float32)
+    # Row statistics in the core's accumulation type: float64 for float64, else float32.
+    lse = torch.empty(Q.shape[0], dtype=torch.float64 if Q.dtype == torch.float64 else torch.float32)
     _core.attention_forward(mask._core, dtype_name(Q.dtype, "block_sparse_attention_tiled"), dense_arg(Q),
                             dense_arg(K), dense_arg(V), dense_arg(O), dense_arg(lse), scale)
     return O, lse
 
 
 def block_sparse_attention_tiled(Q, K, V, mask_bsr, scale: float | None = None) -> torch.Tensor:
-    """softmax(Q Kᵀ · scale + mask) V for Q (seq_q, d), K and V (seq_k, d), float32 or
-    bfloat16 (one dtype), d <= 512. `mask_bsr`: a BSRMatrix of shape (seq_q, seq_k) whose
+    """softmax(Q Kᵀ · scale + mask) V for Q (seq_q, d), K and V (seq_k, d), float32,
+    bfloat16 or float64 (one dtype; float64 on the portable kernel, for verification), d <= 512. `mask_bsr`: a BSRMatrix of shape (seq_q, seq_k) whose
     block pattern (not its values) says which tiles are computed, or an AttentionMask.
     `scale` defaults to 1/√d and must be positive. A query row that may attend to no key
     (e.g. a block row without stored blocks) outputs zeros. Differentiable in Q, K, V."""
     who = "block_sparse_attention_tiled"
     Q = as_tensor(Q, who, "Q")
     if Q.dtype not in _ATTENTION_DTYPES:
-        raise TypeError(f"{who}: dtype {Q.dtype} is not supported (float32 or bfloat16)")
+        raise TypeError(f"{who}: dtype {Q.dtype} is not supported (float32, bfloat16 or float64)")
     Q = dense_operand(Q, Q.dtype, 2, who, "Q")
     K = dense_operand(K, Q.dtype, 2, who, "K")
     V = dense_operand(V, Q.dtype, 2, who, "V")

@@ -71,9 +71,17 @@ def cg_bsr(A, b, x0=None, tol: float = 1e-6, max_iter: int = 1000,
     ||b - A x|| / ||b|| <= tol or max_iter iterations; a breakdown (pᵀAp <= 0, rᵀz <= 0 or
     a non-finite value) returns the last finite iterate. M: None, a callable r -> M⁻¹ r
     (a `jacobi_preconditioner_bsr` runs in the core) or a dense (n, n) M⁻¹.
-    b = 0 returns (x0 or zeros, 0, 0.0)."""
+    b = 0 returns (x0 or zeros, 0, 0.0).
+
+    Several right-hand sides: b of shape (n, k) (x0, if given, too) returns (X of shape
+    (n, k), iterations as an int64 tensor (k,), relative residuals as a float64 tensor
+    (k,)); column j is what cg_bsr gives for b[:, j] (its own α, β and convergence). With
+    M None or a Jacobi preconditioner the core solves all columns at once (one n x k
+    product per iteration); with another M, column by column."""
     who = "cg_bsr"
     A = _operator(A, who)
+    if as_tensor(b, who, "b").dim() == 2:
+        return _cg_block(A, b, x0, tol, max_iter, M, who)
     b = _vector(b, A, who, "b")
     x0 = None if x0 is None else _vector(x0, A, who, "x0")
     tol, max_iter = float(tol), int(max_iter)
@@ -88,6 +96,30 @@ def cg_bsr(A, b, x0=None, tol: float = 1e-6, max_iter: int = 1000,
         check(tuple(Mt.shape) == tuple(A.shape), f"{who}: M has shape {tuple(Mt.shape)}, expected {tuple(A.shape)}")
         M = Mt.__matmul__
     return _preconditioned_cg(A, b, x0, tol, max_iter, M, who)
+
+
+def _cg_block(A: BSRMatrix, B, X0, tol: float, max_iter: int, M, who: str):
+    """cg_bsr for B of shape (n, k): (X, iterations (k,), relative residuals (k,))."""
+    B = dense_operand(B, A.dtype, 2, who, "b").contiguous()
+    n, k = B.shape
+    check(n == A.shape[0], f"{who}: A is {A.shape[0]} x {A.shape[1]} but b has {n} rows")
+    if X0 is not None:
+        X0 = dense_operand(X0, A.dtype, 2, who, "x0").contiguous()
+        check(tuple(X0.shape) == (n, k), f"{who}: x0 has shape {tuple(X0.shape)}, expected {(n, k)} (as b)")
+    if M is None or isinstance(M, JacobiPreconditioner):
+        minv = None if M is None else dense_arg(_vector(M.inv_diag, A, who, "M.inv_diag"))
+        X, its, rels, _status = _core.cg_block(A._handle(), dense_arg(B), None if X0 is None else dense_arg(X0),
+                                               float(tol), int(max_iter), minv)
+        X, its, rels = from_array(X, A.dtype), from_array(its), from_array(rels)
+        zero = ~B.any(dim=0)  # b = 0 columns: x0 (the core gives zeros), as for one column
+        if X0 is not None and bool(zero.any()):
+            X[:, zero] = X0[:, zero]
+        return X, its, rels
+    columns = [cg_bsr(A, B[:, j].contiguous(), None if X0 is None else X0[:, j].contiguous(), tol, max_iter, M)
+               for j in range(k)]
+    X = torch.stack([c[0] for c in columns], dim=1) if k else torch.zeros(n, 0, dtype=A.dtype)
+    return (X, torch.tensor([c[1] for c in columns], dtype=torch.int64),
+            torch.tensor([c[2] for c in columns], dtype=torch.float64))
 
 
 def _preconditioned_cg(A: BSRMatrix, b, x0, tol: float, max_iter: int, M, who: str):

@@ -69,11 +69,12 @@ void check_disjoint(const char* who, const Operand<A>& in, const char* in_name, 
   detail::check_no_alias(in.data, bytes(in), out.data, bytes(out), who, in_name, out_name);
 }
 
-/// The scale to use: `scale`, or 1 / sqrt(d) for 0.
-float checked_scale(float scale, index_t d, const char* who) {
-  if (!std::isfinite(scale) || scale < 0.0f)
+/// The scale to use: `scale`, or 1 / sqrt(d) for 0 (in the statistics' type A).
+template <class A>
+A checked_scale(A scale, index_t d, const char* who) {
+  if (!std::isfinite(scale) || scale < A(0))
     throw InvalidArgument(detail::concat(who, ": scale = ", scale, " must be finite and >= 0 (0: 1/sqrt(head_dim))"));
-  return scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(d)) : scale;
+  return scale == A(0) ? A(1) / std::sqrt(static_cast<A>(d)) : scale;
 }
 
 /// Shapes shared by forward and backward: Q (heads, queries, d), K and V (heads, keys, d).
@@ -91,7 +92,7 @@ index_t check_inputs(const char* who, const AttentionMask& mask, const Operand<c
 
 template <class T>
 cpu::AttentionProblem<T> problem(const AttentionMask& mask, const Operand<const T>& Q, const Operand<const T>& K,
-                                 const Operand<const T>& V, float scale) {
+                                 const Operand<const T>& V, acc_t<T> scale) {
   const BsrStructure& s = mask.structure();
   cpu::AttentionProblem<T> p{};
   p.b = s.block_size();
@@ -138,14 +139,14 @@ void run_units(const cpu::AttentionKernels<T>& k, const cpu::AttentionProblem<T>
 
 template <class T>
 void forward_impl(const AttentionMask& mask, const Operand<const T>& Q, const Operand<const T>& K,
-                  const Operand<const T>& V, const Operand<T>& O, std::span<float> lse, float scale) {
+                  const Operand<const T>& V, const Operand<T>& O, std::span<acc_t<T>> lse, acc_t<T> scale) {
   const char* who = "attention_forward";
   const index_t d = check_inputs(who, mask, Q, K, V);
   check_operand(who, "O", O, Q.heads, mask.queries(), "mask.queries()", d);
   if (!lse.empty())
     detail::check_dim(static_cast<index_t>(lse.size()), Q.heads * mask.queries(), who, "lse", "entries",
                       "batch * heads * queries");
-  const Operand<const float> L{lse.data(), 1, 1, static_cast<index_t>(lse.size()), 1, 0};
+  const Operand<const acc_t<T>> L{lse.data(), 1, 1, static_cast<index_t>(lse.size()), 1, 0};
   for (const auto& [in, name] : {std::pair{&Q, "Q"}, std::pair{&K, "K"}, std::pair{&V, "V"}}) {
     check_disjoint(who, *in, name, O, "O");
     check_disjoint(who, *in, name, L, "lse");
@@ -161,8 +162,8 @@ void forward_impl(const AttentionMask& mask, const Operand<const T>& Q, const Op
 template <class T>
 void backward_impl(const AttentionMask& mask, const Operand<const T>& Q, const Operand<const T>& K,
                    const Operand<const T>& V, const Operand<const T>& O, const Operand<const T>& dO,
-                   std::span<const float> lse, const Operand<T>& dQ, const Operand<T>& dK, const Operand<T>& dV,
-                   float scale) {
+                   std::span<const acc_t<T>> lse, const Operand<T>& dQ, const Operand<T>& dK, const Operand<T>& dV,
+                   acc_t<T> scale) {
   const char* who = "attention_backward";
   const index_t d = check_inputs(who, mask, Q, K, V);
   check_operand(who, "O", O, Q.heads, mask.queries(), "mask.queries()", d);
@@ -172,7 +173,7 @@ void backward_impl(const AttentionMask& mask, const Operand<const T>& Q, const O
   check_operand(who, "dQ", dQ, Q.heads, mask.queries(), "mask.queries()", d);
   check_operand(who, "dK", dK, Q.heads, mask.keys(), "mask.keys()", d);
   check_operand(who, "dV", dV, Q.heads, mask.keys(), "mask.keys()", d);
-  const Operand<const float> L{lse.data(), 1, 1, static_cast<index_t>(lse.size()), 1, 0};
+  const Operand<const acc_t<T>> L{lse.data(), 1, 1, static_cast<index_t>(lse.size()), 1, 0};
   for (const auto& [out, oname] : {std::pair{&dQ, "dQ"}, std::pair{&dK, "dK"}, std::pair{&dV, "dV"}}) {
     for (const auto& [in, iname] :
          {std::pair{&Q, "Q"}, std::pair{&K, "K"}, std::pair{&V, "V"}, std::pair{&O, "O"}, std::pair{&dO, "dO"}})
@@ -203,14 +204,14 @@ void backward_impl(const AttentionMask& mask, const Operand<const T>& Q, const O
 template <AttentionValue T>
 void attention_forward(const AttentionMask& mask, DenseView<const std::type_identity_t<T>> Q,
                        DenseView<const std::type_identity_t<T>> K, DenseView<const std::type_identity_t<T>> V,
-                       DenseView<T> O, std::span<float> lse, float scale) {
+                       DenseView<T> O, std::span<acc_t<T>> lse, acc_t<T> scale) {
   forward_impl<T>(mask, operand(Q), operand(K), operand(V), operand(O), lse, scale);
 }
 
 template <AttentionValue T>
 void attention_forward(const AttentionMask& mask, HeadsView<const std::type_identity_t<T>> Q,
                        HeadsView<const std::type_identity_t<T>> K, HeadsView<const std::type_identity_t<T>> V,
-                       HeadsView<T> O, std::span<float> lse, float scale) {
+                       HeadsView<T> O, std::span<acc_t<T>> lse, acc_t<T> scale) {
   forward_impl<T>(mask, operand(Q), operand(K), operand(V), operand(O), lse, scale);
 }
 
@@ -218,7 +219,8 @@ template <AttentionValue T>
 void attention_backward(const AttentionMask& mask, DenseView<const std::type_identity_t<T>> Q,
                         DenseView<const std::type_identity_t<T>> K, DenseView<const std::type_identity_t<T>> V,
                         DenseView<const std::type_identity_t<T>> O, DenseView<const std::type_identity_t<T>> dO,
-                        std::span<const float> lse, DenseView<T> dQ, DenseView<T> dK, DenseView<T> dV, float scale) {
+                        std::span<const acc_t<T>> lse, DenseView<T> dQ, DenseView<T> dK, DenseView<T> dV,
+                        acc_t<T> scale) {
   backward_impl<T>(mask, operand(Q), operand(K), operand(V), operand(O), operand(dO), lse, operand(dQ), operand(dK),
                    operand(dV), scale);
 }
@@ -227,24 +229,28 @@ template <AttentionValue T>
 void attention_backward(const AttentionMask& mask, HeadsView<const std::type_identity_t<T>> Q,
                         HeadsView<const std::type_identity_t<T>> K, HeadsView<const std::type_identity_t<T>> V,
                         HeadsView<const std::type_identity_t<T>> O, HeadsView<const std::type_identity_t<T>> dO,
-                        std::span<const float> lse, HeadsView<T> dQ, HeadsView<T> dK, HeadsView<T> dV, float scale) {
+                        std::span<const acc_t<T>> lse, HeadsView<T> dQ, HeadsView<T> dK, HeadsView<T> dV,
+                        acc_t<T> scale) {
   backward_impl<T>(mask, operand(Q), operand(K), operand(V), operand(O), operand(dO), lse, operand(dQ), operand(dK),
                    operand(dV), scale);
 }
 
 #define TRNSPARSE_INSTANTIATE(T)                                                                                   \
   template void attention_forward<T>(const AttentionMask&, DenseView<const T>, DenseView<const T>,                \
-                                     DenseView<const T>, DenseView<T>, std::span<float>, float);                  \
+                                     DenseView<const T>, DenseView<T>, std::span<acc_t<T>>, acc_t<T>);            \
   template void attention_forward<T>(const AttentionMask&, HeadsView<const T>, HeadsView<const T>,                \
-                                     HeadsView<const T>, HeadsView<T>, std::span<float>, float);                  \
+                                     HeadsView<const T>, HeadsView<T>, std::span<acc_t<T>>, acc_t<T>);            \
   template void attention_backward<T>(const AttentionMask&, DenseView<const T>, DenseView<const T>,               \
                                       DenseView<const T>, DenseView<const T>, DenseView<const T>,                 \
-                                      std::span<const float>, DenseView<T>, DenseView<T>, DenseView<T>, float);   \
+                                      std::span<const acc_t<T>>, DenseView<T>, DenseView<T>, DenseView<T>,        \
+                                      acc_t<T>);                                                                  \
   template void attention_backward<T>(const AttentionMask&, HeadsView<const T>, HeadsView<const T>,               \
                                       HeadsView<const T>, HeadsView<const T>, HeadsView<const T>,                 \
-                                      std::span<const float>, HeadsView<T>, HeadsView<T>, HeadsView<T>, float);
+                                      std::span<const acc_t<T>>, HeadsView<T>, HeadsView<T>, HeadsView<T>,        \
+                                      acc_t<T>);
 TRNSPARSE_INSTANTIATE(float)
 TRNSPARSE_INSTANTIATE(bf16)
+TRNSPARSE_INSTANTIATE(double)
 #undef TRNSPARSE_INSTANTIATE
 
 }  // namespace trnsparse

@@ -1,4 +1,5 @@
-// Internal: the attention kernels of the active instruction set (runtime.hpp).
+// Internal: the attention kernels of the active instruction set (runtime.hpp) for fp32 and
+// bf16 operands; the portable reference kernels for double on every instruction set.
 #pragma once
 
 #include "kernels/cpu/attention.hpp"

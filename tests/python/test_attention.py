@@ -1,9 +1,9 @@
 """block_sparse_attention_tiled and trnsparse.mask against a float64 dense masked softmax.
 
-The core's attention kernels take float32 and bfloat16 operands only (no float64), so
-`torch.autograd.gradcheck` in float64 cannot run: gradients are checked in float32
-against the float64 reference's autograd gradients and against central finite
-differences of the float32 kernel itself.
+Gradients: `torch.autograd.gradcheck` in float64 (the core's portable fp64 kernel) with
+nondet_tol=0 over every mask family, padded sequences and block rows with no stored
+block; float32 gradients against the float64 reference's autograd gradients and against
+central finite differences of the float32 kernel itself.
 """
 import pytest
 import torch
@@ -13,6 +13,8 @@ from trnsparse import _core
 from conftest import assert_close, random_dense_operand
 
 ATTN_DTYPES = [torch.float32, torch.bfloat16]
+ALL_ATTN_DTYPES = [torch.float32, torch.bfloat16, torch.float64]
+ALL_IDS = ["float32", "bfloat16", "float64"]
 
 
 def reference(Q, K, V, allowed, scale=None):
@@ -50,7 +52,7 @@ GRIDS = [
 ]
 
 
-@pytest.mark.parametrize("dtype", ATTN_DTYPES, ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ALL_ATTN_DTYPES, ids=ALL_IDS)
 @pytest.mark.parametrize("seq_q,seq_k,b,grid", GRIDS)
 def test_bsr_mask_forward_matches_reference(dtype, seq_q, seq_k, b, grid):
     grid = torch.tensor(grid, dtype=torch.bool)
@@ -168,7 +170,7 @@ def test_gradients_match_central_differences_in_float32(mask_kind):
         assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(analytic)), (k, numeric, analytic)
 
 
-@pytest.mark.parametrize("dtype", ATTN_DTYPES, ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ALL_ATTN_DTYPES, ids=ALL_IDS)
 def test_forward_and_backward_are_bitwise_identical_for_any_thread_count(dtype):
     mask = ts.mask.global_tokens(70, 8, 1, 1)
     Q, K, V = operands(70, 70, 16, dtype, seed=3)
@@ -233,8 +235,8 @@ def test_errors():
     f = ts.block_sparse_attention_tiled
     Q, K, V = operands(8, 8, 4, torch.float32)
     mask = ts.mask.local_window(8, 4, 0)
-    with pytest.raises(TypeError, match="float32 or bfloat16"):
-        f(Q.double(), K.double(), V.double(), mask)
+    with pytest.raises(TypeError, match="float32, bfloat16 or float64"):
+        f(Q.half(), K.half(), V.half(), mask)
     with pytest.raises(TypeError, match="dtype"):
         f(Q, K.bfloat16(), V, mask)
     with pytest.raises(AssertionError, match="mask is 8 x 8"):
@@ -269,3 +271,101 @@ def test_row_strided_views_are_read_in_place_and_differentiate():
     ts.block_sparse_attention_tiled(*leaves, mask).sum().backward()
     assert torch.equal(X.grad[:, :15], torch.cat([t.grad for t in leaves], dim=1))
     assert torch.equal(X.grad[:, 15], torch.zeros(9))
+
+
+# ---- float64: gradcheck with nondet_tol=0 ------------------------------------------------
+
+# (name, mask builder) on a sequence that is not a multiple of the block; the BSR grids
+# include block rows with no stored block (their rows output zeros, no gradient).
+GRADCHECK_MASKS = [
+    ("local_window", lambda: ts.mask.local_window(11, 4, 1)),
+    ("dilated", lambda: ts.mask.dilated(11, 4, 2)),
+    ("global_tokens", lambda: ts.mask.global_tokens(11, 4, 0, 1)),
+    ("causal", lambda: ts.mask.causal(11, 4)),
+    ("bsr_empty_block_row", lambda: block_pattern_mask(13, 13, 4, torch.tensor(GRIDS[0][3], dtype=torch.bool))),
+    ("bsr_rectangular_empty_row", lambda: block_pattern_mask(10, 7, 3, torch.tensor(GRIDS[1][3], dtype=torch.bool))),
+]
+
+
+@pytest.mark.parametrize("name,build", GRADCHECK_MASKS, ids=[m[0] for m in GRADCHECK_MASKS])
+def test_gradcheck_float64(name, build):
+    mask = build()
+    seq_q, seq_k = mask.shape
+    Q, K, V = (t.requires_grad_() for t in operands(seq_q, seq_k, 3, torch.float64, seed=len(name)))
+    f = lambda q, k, v: ts.block_sparse_attention_tiled(q, k, v, mask)  # noqa: E731
+    assert torch.autograd.gradcheck(f, (Q, K, V), nondet_tol=0)
+    assert torch.autograd.gradcheck(lambda q, k, v: ts.block_sparse_attention_tiled(q, k, v, mask, scale=0.45),
+                                    (Q, K, V), nondet_tol=0)
+    allowed = mask.to_dense() if isinstance(mask, ts.AttentionMask) else ts.AttentionMask.from_bsr(mask).to_dense()
+    empty_rows = ~allowed.any(dim=1)
+    assert empty_rows.any() == name.startswith("bsr")
+    O = f(Q, K, V)
+    assert O.dtype == torch.float64 and torch.equal(O[empty_rows], torch.zeros_like(O[empty_rows]))
+    O.sum().backward()
+    assert torch.equal(Q.grad[empty_rows], torch.zeros_like(Q.grad[empty_rows]))
+
+
+def test_float64_matches_the_reference_forward_and_backward_tightly():
+    mask = ts.mask.causal(37, 8)
+    Q, K, V = operands(37, 37, 16, torch.float64, seed=12)
+    dO = random_dense_operand(37, 16, 13, torch.float64)
+    leaves = [t.clone().requires_grad_() for t in (Q, K, V)]
+    O = ts.block_sparse_attention_tiled(*leaves, mask)
+    O.backward(dO)
+    ref_leaves = [t.clone().requires_grad_() for t in (Q, K, V)]
+    expected = reference(*ref_leaves, mask.to_dense())
+    expected.backward(dO)
+    assert_close(O.detach(), expected.detach(), torch.float64)
+    for got, ref in zip(leaves, ref_leaves):
+        assert got.grad.dtype == torch.float64
+        assert_close(got.grad, ref.grad, torch.float64)
+
+
+# ---- document masks, unions and intersections --------------------------------------------
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("b", [1, 4, 8])
+def test_document_mask_keeps_tokens_in_their_document(causal, b):
+    lengths = [5, 0, 9, 3, 6]
+    doc = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    seq = int(doc.numel())
+    mask = ts.mask.document(lengths, b, causal=causal)
+    allowed = doc.unsqueeze(1) == doc.unsqueeze(0)
+    if causal:
+        allowed &= torch.arange(seq).unsqueeze(0) <= torch.arange(seq).unsqueeze(1)
+    assert mask.shape == (seq, seq) and mask.block_size == b
+    assert torch.equal(mask.to_dense(), allowed)
+    assert (mask.n_partial > 0) == (b > 1)
+    assert torch.equal(ts.mask.document(torch.tensor(lengths, dtype=torch.int32), b, causal).to_dense(), allowed)
+    Q, K, V = operands(seq, seq, 6, torch.float64, seed=b)
+    assert_close(ts.block_sparse_attention_tiled(Q, K, V, mask), reference(Q, K, V, allowed), torch.float64)
+
+
+def test_unite_and_intersect_combine_the_allowed_pairs():
+    seq, b = 21, 4
+    causal, window = ts.mask.causal(seq, b), ts.mask.local_window(seq, b, 1)
+    globals_ = ts.mask.global_tokens(seq, b, 0, 1)
+    union = ts.mask.unite(causal, globals_)
+    inter = ts.mask.intersect(causal, window)
+    assert torch.equal(union.to_dense(), causal.to_dense() | globals_.to_dense())
+    assert torch.equal(inter.to_dense(), causal.to_dense() & window.to_dense())
+    assert inter.n_blocks < causal.n_blocks and union.n_blocks > causal.n_blocks
+    Q, K, V = operands(seq, seq, 5, torch.float32, seed=2)
+    for m in (union, inter):
+        assert_close(ts.block_sparse_attention_tiled(Q, K, V, m), reference(Q, K, V, m.to_dense()), torch.float32)
+    assert ts.mask.document([], 4).n_blocks == 0
+
+
+def test_mask_combination_errors():
+    with pytest.raises(AssertionError, match="queries"):
+        ts.mask.unite(ts.mask.causal(8, 4), ts.mask.causal(9, 4))
+    with pytest.raises(AssertionError, match="block size"):
+        ts.mask.intersect(ts.mask.causal(8, 4), ts.mask.causal(8, 2))
+    with pytest.raises(TypeError, match="b must be an AttentionMask"):
+        ts.mask.unite(ts.mask.causal(8, 4), torch.ones(8, 8))
+    with pytest.raises(ValueError):
+        ts.mask.document([3, -1], 4)
+    with pytest.raises(TypeError, match="integers"):
+        ts.mask.document([1.5, 2.0], 4)
+    with pytest.raises(ValueError, match="1-D"):
+        ts.mask.document(torch.ones(2, 2, dtype=torch.int64), 4)

@@ -219,3 +219,62 @@ def test_solver_errors(problem):
         ts.chebyshev_bsr(A, b, 0.1, 8.0, x0=b[:5])
     with pytest.raises(TypeError, match="BSRMatrix"):
         ts.power_iteration_bsr(D)
+
+
+# ---- several right-hand sides ------------------------------------------------------------
+
+def rhs_block(n, k, seed, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, k, generator=g, dtype=torch.float64) + 0.5).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", REAL, ids=["float32", "float64"])
+def test_cg_several_right_hand_sides_match_dense_solve_and_single_columns(dtype):
+    D = poisson2d(7, dtype)
+    A = ts.BSRMatrix.from_dense(D, block_size=8)
+    B = rhs_block(49, 4, seed=5, dtype=dtype)
+    B[:, 2] *= 1e3  # columns of different scales converge independently
+    tol = 1e-5 if dtype == torch.float32 else 1e-10
+    X, iterations, rel = ts.cg_bsr(A, B, tol=tol)
+    assert X.dtype == dtype and X.shape == (49, 4)
+    assert iterations.dtype == torch.int64 and iterations.shape == (4,)
+    assert rel.dtype == torch.float64 and rel.shape == (4,)
+    exact = torch.linalg.solve(D.double(), B.double())
+    for j in range(4):
+        assert 0 < int(iterations[j]) <= 49 and float(rel[j]) <= tol
+        err = float((X[:, j].double() - exact[:, j]).norm() / exact[:, j].norm())
+        assert err < 100 * tol, (j, err)
+        x, its, _ = ts.cg_bsr(A, B[:, j].contiguous(), tol=tol)
+        assert int(iterations[j]) == its  # one column's solve (summed in another order)
+        assert float((X[:, j].double() - x.double()).norm() / x.double().norm()) < 10 * tol
+
+
+def test_cg_several_right_hand_sides_with_x0_zero_columns_and_preconditioners(problem):
+    D, A, _ = problem
+    B = rhs_block(49, 3, seed=6)
+    B[:, 1] = 0.0
+    X0 = rhs_block(49, 3, seed=7)
+    X, iterations, rel = ts.cg_bsr(A, B, x0=X0, tol=1e-10)
+    assert torch.equal(X[:, 1], X0[:, 1]) and int(iterations[1]) == 0 and float(rel[1]) == 0.0
+    exact = torch.linalg.solve(D, B)
+    assert float((X[:, [0, 2]] - exact[:, [0, 2]]).abs().max()) < 1e-7
+    jacobi = ts.jacobi_preconditioner_bsr(A)
+    diag = torch.diagonal(D)
+    for M in (jacobi, lambda r: r / diag, torch.diag(1 / diag)):
+        Xm, its, rels = ts.cg_bsr(A, B, tol=1e-10, M=M)
+        assert float((Xm - exact).abs().max()) < 1e-7
+        assert int(its[1]) == 0 and float(rels[1]) == 0.0 and torch.equal(Xm[:, 1], torch.zeros(49, dtype=torch.float64))
+        assert bool((rels <= 1e-10).all())
+
+
+def test_cg_several_right_hand_sides_errors(problem):
+    _, A, _ = problem
+    B = rhs_block(49, 2, seed=8)
+    with pytest.raises(AssertionError, match="b has 48 rows"):
+        ts.cg_bsr(A, B[:48])
+    with pytest.raises(AssertionError, match="x0 has shape"):
+        ts.cg_bsr(A, B, x0=B[:, :1])
+    with pytest.raises(TypeError, match="dtype"):
+        ts.cg_bsr(A, B.float())
+    with pytest.raises(ValueError, match="tol"):
+        ts.cg_bsr(A, B, tol=-1.0)

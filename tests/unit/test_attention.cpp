@@ -1,7 +1,7 @@
-// Block-sparse attention: masks against element predicates, forward and backward against
-// a float64 dense masked-softmax reference (and central finite differences), the CPU
-// kernels against the scalar reference kernels on every ISA, bitwise determinism across
-// thread counts, and argument validation.
+// Block-sparse attention: masks against element predicates, forward and backward (fp32,
+// bf16 and double operands) against a float64 dense masked-softmax reference (and central
+// finite differences), the CPU kernels against the scalar reference kernels on every ISA,
+// bitwise determinism across thread counts, and argument validation.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -198,23 +198,37 @@ Dense64 dense_attention(const AttentionMask& m, const Heads64& Q, const Heads64&
 
 // ---- problems ---------------------------------------------------------------------------
 
+/// An operand value as a double (bf16 through float).
+template <class T>
+double as_double(T v) {
+  if constexpr (std::is_same_v<T, bf16>) return static_cast<double>(static_cast<float>(v));
+  else return static_cast<double>(v);
+}
+
+/// A double rounded to T (to float first for bf16, as the fp32 data of the tests).
+template <class T>
+T of_double(double v) {
+  if constexpr (std::is_same_v<T, double>) return v;
+  else return T(static_cast<float>(v));
+}
+
 template <class T>
 struct Problem {
   index_t batch, heads, nq, nk, d;
   std::vector<T> Q, K, V, dO, O, dQ, dK, dV;
-  std::vector<float> lse;
+  std::vector<acc_t<T>> lse;
 
   HeadsView<const T> view(const std::vector<T>& x, index_t rows) const { return {x.data(), batch, heads, rows, d}; }
   HeadsView<T> view(std::vector<T>& x, index_t rows) { return {x.data(), batch, heads, rows, d}; }
   Heads64 wide(const std::vector<T>& x, index_t rows) const {
     Heads64 w{batch * heads, rows, d, {}};
-    for (const T& v : x) w.v.push_back(static_cast<double>(static_cast<float>(v)));
+    for (const T& v : x) w.v.push_back(as_double(v));
     return w;
   }
-  void forward(const AttentionMask& m, float scale = 0) {
+  void forward(const AttentionMask& m, acc_t<T> scale = 0) {
     attention_forward<T>(m, view(Q, nq), view(K, nk), view(V, nk), view(O, nq), lse, scale);
   }
-  void backward(const AttentionMask& m, float scale = 0) {
+  void backward(const AttentionMask& m, acc_t<T> scale = 0) {
     attention_backward<T>(m, view(Q, nq), view(K, nk), view(V, nk), view(O, nq), view(dO, nq), lse, view(dQ, nq),
                           view(dK, nk), view(dV, nk), scale);
   }
@@ -225,16 +239,16 @@ Problem<T> make_problem(Rng& rng, index_t batch, index_t heads, index_t nq, inde
   Problem<T> p{batch, heads, nq, nk, d, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   auto fill = [&](std::vector<T>& x, index_t rows, double amp) {
     x.resize(static_cast<std::size_t>(batch * heads * rows * d));
-    for (T& v : x) v = T(static_cast<float>(rng.uniform(-amp, amp)));
+    for (T& v : x) v = of_double<T>(rng.uniform(-amp, amp));
   };
   fill(p.Q, nq, spread);
   fill(p.K, nk, spread);
   fill(p.V, nk, 1.0);
   fill(p.dO, nq, 1.0);
-  p.O.assign(p.Q.size(), T(0.0f));
-  p.dQ.assign(p.Q.size(), T(0.0f));
-  p.dK.assign(p.K.size(), T(0.0f));
-  p.dV.assign(p.K.size(), T(0.0f));
+  p.O.assign(p.Q.size(), of_double<T>(0));
+  p.dQ.assign(p.Q.size(), of_double<T>(0));
+  p.dK.assign(p.K.size(), of_double<T>(0));
+  p.dV.assign(p.K.size(), of_double<T>(0));
   p.lse.assign(static_cast<std::size_t>(batch * heads * nq), NAN);
   return p;
 }
@@ -245,28 +259,36 @@ void expect_close(const std::vector<T>& got, const Heads64& want, double tol, co
   double scale = 1, worst = 0;
   for (double w : want.v) scale = std::max(scale, std::fabs(w));
   for (std::size_t t = 0; t < got.size(); ++t) {
-    const double g = static_cast<double>(static_cast<float>(got[t]));
+    const double g = as_double(got[t]);
     ASSERT_TRUE(std::isfinite(g)) << what << "[" << t << "]";
     worst = std::max(worst, std::fabs(g - want.v[t]));
   }
   EXPECT_LE(worst, tol * scale) << what;
 }
 
-/// Tolerance of one computation in T: fp32 accumulation error over the d- and
+/// Tolerance of one computation in T: fp32 (fp64) accumulation error over the d- and
 /// key-long sums (a few hundred terms at most here), or bf16's rounding of the output.
 template <class T>
 double tolerance() {
+  if constexpr (std::is_same_v<T, double>) return 1e-12;
   return std::is_same_v<T, bf16> ? 4 * unit_roundoff<bf16> : 1e-4;
 }
 
+/// Tolerance of the row statistics (lse), relative to 1 + |lse|.
 template <class T>
-void check_against_dense(Problem<T>& p, const AttentionMask& m, float scale, bool backward) {
+double lse_tolerance() {
+  return std::is_same_v<T, double> ? 1e-13 : 1e-5;
+}
+
+template <class T>
+void check_against_dense(Problem<T>& p, const AttentionMask& m, acc_t<T> scale, bool backward) {
   const double s = scale == 0 ? 1 / std::sqrt(static_cast<double>(static_cast<float>(p.d))) : scale;
   const Heads64 dO = p.wide(p.dO, p.nq);
   const Dense64 ref = dense_attention(m, p.wide(p.Q, p.nq), p.wide(p.K, p.nk), p.wide(p.V, p.nk), s, &dO);
   p.forward(m, scale);
   expect_close(p.O, ref.O, tolerance<T>(), "O");
-  for (std::size_t t = 0; t < p.lse.size(); ++t) ASSERT_NEAR(p.lse[t], ref.lse[t], 1e-5 * (1 + std::fabs(ref.lse[t])));
+  for (std::size_t t = 0; t < p.lse.size(); ++t)
+    ASSERT_NEAR(p.lse[t], ref.lse[t], lse_tolerance<T>() * (1 + std::fabs(ref.lse[t])));
   if (!backward) return;
   p.backward(m, scale);
   expect_close(p.dQ, ref.dQ, 4 * tolerance<T>(), "dQ");
@@ -293,7 +315,7 @@ std::vector<NamedMask> all_masks(index_t seq, index_t b) {
 
 template <class T>
 class AttentionTyped : public Seeded<> {};
-using AttentionTypes = ::testing::Types<float, bf16>;
+using AttentionTypes = ::testing::Types<float, bf16, double>;
 TYPED_TEST_SUITE(AttentionTyped, AttentionTypes);
 
 TYPED_TEST(AttentionTyped, EveryMaskAgainstDenseFloat64) {
@@ -305,7 +327,7 @@ TYPED_TEST(AttentionTyped, EveryMaskAgainstDenseFloat64) {
     const index_t d = dims[t++ % 5];
     SCOPED_TRACE(name + ", d = " + std::to_string(d));
     auto p = make_problem<T>(this->rng, 1, 2, seq, seq, d, 2.0);
-    check_against_dense(p, m, 0.0f, true);
+    check_against_dense(p, m, 0, true);
   }
 }
 
@@ -315,7 +337,7 @@ TYPED_TEST(AttentionTyped, HeadDimsAndBatchedHeads) {
   for (index_t d : {1, 32, 64, 100, 128, 256, 512}) {
     SCOPED_TRACE("d = " + std::to_string(d));
     auto p = make_problem<T>(this->rng, 2, 3, 21, 21, d, 1.0);
-    check_against_dense(p, m, 0.0f, d <= 128);
+    check_against_dense(p, m, 0, d <= 128);
   }
 }
 
@@ -352,7 +374,7 @@ TYPED_TEST(AttentionTyped, CrossAttentionDenseViews) {
   };
   const auto Q = padded(p.Q, nq), K = padded(p.K, nk), V = padded(p.V, nk), dOp = padded(p.dO, nq);
   std::vector<T> O(Q.size(), T(7.0f)), dQ(Q.size(), T(7.0f)), dK(K.size(), T(7.0f)), dV(K.size(), T(7.0f));
-  std::vector<float> lse(nq);
+  std::vector<acc_t<T>> lse(nq);
   auto cv = [&](const std::vector<T>& x, index_t rows) { return DenseView<const T>(x.data(), rows, d, ld); };
   auto mv = [&](std::vector<T>& x, index_t rows) { return DenseView<T>(x.data(), rows, d, ld); };
   attention_forward<T>(m, cv(Q, nq), cv(K, nk), cv(V, nk), mv(O, nq), lse, 0.25f);
@@ -363,10 +385,10 @@ TYPED_TEST(AttentionTyped, CrossAttentionDenseViews) {
   expect_close(unpad(dK, nk), ref.dK, 4 * tolerance<T>(), "dK");
   expect_close(unpad(dV, nk), ref.dV, 4 * tolerance<T>(), "dV");
   for (index_t i = 0; i < nq; ++i) {  // columns beyond d untouched
-    EXPECT_EQ(static_cast<float>(O[i * ld + d]), 7.0f);
-    EXPECT_EQ(static_cast<float>(dQ[i * ld + d + 2]), 7.0f);
+    EXPECT_EQ(as_double(O[i * ld + d]), 7.0);
+    EXPECT_EQ(as_double(dQ[i * ld + d + 2]), 7.0);
   }
-  for (index_t j = 0; j < nk; ++j) EXPECT_EQ(static_cast<float>(dK[j * ld + d]) + static_cast<float>(dV[j * ld + d]), 14.0f);
+  for (index_t j = 0; j < nk; ++j) EXPECT_EQ(as_double(dK[j * ld + d]) + as_double(dV[j * ld + d]), 14.0);
 }
 
 TYPED_TEST(AttentionTyped, FullyMaskedRowsGiveZerosAndFiniteStatistics) {
@@ -379,14 +401,14 @@ TYPED_TEST(AttentionTyped, FullyMaskedRowsGiveZerosAndFiniteStatistics) {
     for (index_t c = 0; c < b; ++c) elems[blk * b * b + 2 * b + c] = elems[blk * b * b + 5 * b + c] = 0;
   const AttentionMask m(s, elems);
   auto p = make_problem<T>(this->rng, 1, 2, seq, seq, 16, 1.0);
-  for (T& v : p.O) v = T(NAN);
-  check_against_dense(p, m, 0.0f, true);
+  for (T& v : p.O) v = of_double<T>(NAN);
+  check_against_dense(p, m, 0, true);
   for (index_t h = 0; h < 2; ++h)
     for (index_t i : {2, 5, 8, 12, 15}) {
       EXPECT_EQ(p.lse[h * seq + i], 0.0f);
       for (index_t c = 0; c < 16; ++c) {
-        EXPECT_EQ(static_cast<float>(p.O[(h * seq + i) * 16 + c]), 0.0f);
-        EXPECT_EQ(static_cast<float>(p.dQ[(h * seq + i) * 16 + c]), 0.0f);
+        EXPECT_EQ(as_double(p.O[(h * seq + i) * 16 + c]), 0.0);
+        EXPECT_EQ(as_double(p.dQ[(h * seq + i) * 16 + c]), 0.0);
       }
     }
 }
@@ -414,7 +436,8 @@ TYPED_TEST(AttentionTyped, BitwiseEqualForOneTwoThreeThreads) {
   }
 }
 
-/// The CPU kernels of every supported ISA against the scalar reference kernels.
+/// The CPU kernels of every supported ISA against the scalar reference kernels (for
+/// double, which runs the reference kernels on every ISA: the dispatch through the API).
 TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
   using T = TypeParam;
   const Isa before = active_isa();
@@ -437,7 +460,7 @@ TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
   k.perm = bsc.perm.data();
   k.partial = m.partial_index().data();
   k.masks = m.partial_masks().data();
-  k.scale = 1 / std::sqrt(36.0f);
+  k.scale = acc_t<T>(1) / std::sqrt(acc_t<T>(36));
   k.Q = {r.Q.data(), 36, 50 * 36};
   k.K = {r.K.data(), 36, 50 * 36};
   k.V = {r.V.data(), 36, 50 * 36};
@@ -449,9 +472,11 @@ TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
   k.dQ = {r.dQ.data(), 36, 50 * 36};
   k.dK = {r.dK.data(), 36, 50 * 36};
   k.dV = {r.dV.data(), 36, 50 * 36};
-  std::vector<float> work(3 * 50 * 36);
-  kernels::reference::attention_forward(k, work.data());
-  kernels::reference::attention_backward(k, work.data());
+  const auto ref = kernels::reference::attention_kernels<T>();
+  std::vector<std::byte> work(ref.workspace_bytes(k));
+  ref.forward(k, work.data(), 0, k.heads * k.block_rows);
+  ref.backward_dq(k, work.data(), 0, k.heads * k.block_rows);
+  ref.backward_dkv(k, work.data(), 0, k.heads * k.block_cols);
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
     if (!isa_supported(isa)) continue;
     SCOPED_TRACE(std::string(to_string(isa)));
@@ -460,7 +485,8 @@ TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
     q.forward(m);
     q.backward(m);
     expect_close(q.O, r.wide(r.O, 50), tolerance<T>(), "O");
-    for (std::size_t t = 0; t < q.lse.size(); ++t) EXPECT_NEAR(q.lse[t], r.lse[t], 1e-5 * (1 + std::fabs(r.lse[t])));
+    for (std::size_t t = 0; t < q.lse.size(); ++t)
+      EXPECT_NEAR(q.lse[t], r.lse[t], lse_tolerance<T>() * (1 + std::fabs(r.lse[t])));
     expect_close(q.dQ, r.wide(r.dQ, 50), 4 * tolerance<T>(), "dQ");
     expect_close(q.dK, r.wide(r.dK, 50), 4 * tolerance<T>(), "dK");
     expect_close(q.dV, r.wide(r.dV, 50), 4 * tolerance<T>(), "dV");
@@ -515,6 +541,47 @@ TEST_F(AttentionRandom, GradientsMatchFiniteDifferences) {
       target[t] = y0 - h32;
       const double lm32 = loss32(x);
       EXPECT_NEAR((lp32 - lm32) / (2.0 * h32), (*w.grad32)[t], 2e-3) << t;
+    }
+}
+
+/// Gradients of the double kernels against central finite differences of their own
+/// forward (L = Σ dO ∘ O), tightly: fp64 statistics and accumulation throughout. A ragged
+/// sequence (10 on blocks of 4), partial causal blocks, and a block row with no stored
+/// block (its rows: O = 0, no gradient).
+TEST_F(AttentionRandom, Float64GradientsMatchFiniteDifferencesOfTheKernel) {
+  const index_t seq = 10, d = 3, b = 4;
+  const std::vector<std::uint8_t> grid{1, 0, 0, 0, 0, 0, 1, 1, 1};  // block row 1 stores nothing
+  const auto m = mask::intersect(mask::document(std::vector<index_t>{4, 6}, b, true),
+                                 mask::from_block_mask(seq, seq, b, grid));
+  ASSERT_EQ(m.structure().block_row_ptr()[1], m.structure().block_row_ptr()[2]);
+  using P = Problem<double>;
+  auto p = make_problem<double>(rng, 1, 1, seq, seq, d, 1.0);
+  p.forward(m, 0.7);
+  p.backward(m, 0.7);
+  const Heads64 dO = p.wide(p.dO, seq);
+  const Dense64 ref = dense_attention(m, p.wide(p.Q, seq), p.wide(p.K, seq), p.wide(p.V, seq), 0.7, &dO);
+  expect_close(p.O, ref.O, tolerance<double>(), "O");
+  expect_close(p.dQ, ref.dQ, tolerance<double>(), "dQ");
+  expect_close(p.dK, ref.dK, tolerance<double>(), "dK");
+  expect_close(p.dV, ref.dV, tolerance<double>(), "dV");
+  auto loss = [&](P& x) {
+    x.forward(m, 0.7);
+    return std::inner_product(x.O.begin(), x.O.end(), x.dO.begin(), 0.0);
+  };
+  for (auto [x, grad] : {std::pair{&P::Q, &P::dQ}, std::pair{&P::K, &P::dK}, std::pair{&P::V, &P::dV}})
+    for (std::size_t t = 0; t < (p.*x).size(); ++t) {
+      P y = p;
+      const double h = 1e-6, x0 = (p.*x)[t];
+      (y.*x)[t] = x0 + h;
+      const double lp = loss(y);
+      (y.*x)[t] = x0 - h;
+      const double lm = loss(y);
+      EXPECT_NEAR((lp - lm) / (2 * h), (p.*grad)[t], 1e-8) << t;
+    }
+  for (index_t i = 4; i < 8; ++i)
+    for (index_t c = 0; c < d; ++c) {
+      EXPECT_EQ(p.O[static_cast<std::size_t>(i * d + c)], 0.0);
+      EXPECT_EQ(p.dQ[static_cast<std::size_t>(i * d + c)], 0.0);
     }
 }
 

@@ -1,5 +1,6 @@
 // Block-sparse attention as plain arrays, and the table of kernels each instruction set
-// provides (attention_tile.inc, instantiated per ISA in <isa>/attention.cpp).
+// provides (attention_tile.inc, instantiated per ISA in <isa>/attention.cpp, for fp32 and
+// bf16; double operands use the reference kernels' table on every ISA).
 //
 // Work units: the forward and dQ walk unit u = h * block_rows + I (head h, query block
 // row I) over the stored blocks of block row I; dK and dV walk u = h * block_cols + J
@@ -39,12 +40,12 @@ struct AttentionProblem {
   const index_t* perm;
   const index_t* partial;        // per stored block: -1 full, else its mask's position
   const std::uint8_t* masks;     // b * b bytes per partial block, row-major (query, key)
-  float scale;
+  acc_t<T> scale;                // statistics are acc_t<T>: fp32 (fp32, bf16) or fp64
   HeadOperand<const T> Q, K, V;
   HeadOperand<T> O;              // forward output
-  float* lse;                    // forward output (may be null): heads * queries
+  acc_t<T>* lse;                 // forward output (may be null): heads * queries
   HeadOperand<const T> Oin, dO;  // backward inputs
-  const float* lse_in;           // backward input
+  const acc_t<T>* lse_in;        // backward input
   HeadOperand<T> dQ, dK, dV;     // backward outputs
 };
 

@@ -1,11 +1,16 @@
 // Reference (scalar) attention kernels: the executable specification the CPU kernels
-// are tested against. Per head, per query row i, over the allowed keys j of the row's
-// stored blocks (block order, then key order), all in fp32:
+// are tested against, and the kernels of double operands on every instruction set. Per
+// head, per query row i, over the allowed keys j of the row's stored blocks (block order,
+// then key order), all in acc_t<T> (fp32 for fp32 and bf16 operands, fp64 for double):
 //   s_ij = scale * (q_i · k_j)
 //   forward:  online softmax  m = max s, l = Σ exp(s - m), o_i = Σ exp(s - m) v_j / l,
 //             lse_i = m + log l    (no allowed key: o_i = 0, lse_i = 0)
 //   backward: p_ij = exp(s_ij - lse_i), D_i = dO_i · O_i, ds_ij = p_ij (dO_i · v_j - D_i),
 //             dq_i += scale ds_ij k_j,  dk_j += scale ds_ij q_i,  dv_j += p_ij dO_i
+// They walk the same work units as the CPU kernels (kernels/cpu/attention.hpp): the
+// forward and dQ by (head, block row), dK and dV by (head, block column) over the BSC
+// view, summing dk_j and dv_j over query rows in ascending order. One writer per output
+// row and a fixed order: results do not depend on how units are split over threads.
 // Kernels receive validated, non-aliasing arguments; they allocate nothing, never throw.
 #pragma once
 
@@ -13,12 +18,9 @@
 
 namespace trnsparse::kernels::reference {
 
-/// O and (if p.lse) lse for every head. `work` holds dim floats.
+/// The reference kernels as a table (T = float, bf16 or double); the workspace holds
+/// 2 * b * dim values of acc_t<T>.
 template <class T>
-void attention_forward(const cpu::AttentionProblem<T>& p, float* work) noexcept;
-
-/// dQ, dK, dV for every head. `work` holds (queries + 2 * keys) * dim floats.
-template <class T>
-void attention_backward(const cpu::AttentionProblem<T>& p, float* work) noexcept;
+cpu::AttentionKernels<T> attention_kernels();
 
 }  // namespace trnsparse::kernels::reference
