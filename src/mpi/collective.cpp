@@ -83,8 +83,7 @@ void agree_impl(MPI_Comm comm, const std::exception_ptr& error) {
   const auto first = std::ranges::find_if(kinds, [](int k) { return k != none; });
   if (first == kinds.end()) return;
   const int root = static_cast<int>(first - kinds.begin());
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  const int rank = rank_of(comm);
   // The first failing process's own message (a parse error: its reason after "source:line: ").
   std::string reason = what;
   if (mine == parse_error) reason = what.substr(std::min(what.size(), source.size() + std::to_string(line).size() + 3));

@@ -27,6 +27,18 @@ template <> inline MPI_Datatype datatype<double>() { return MPI_DOUBLE; }
 template <> inline MPI_Datatype datatype<index_t>() { return MPI_INT64_T; }
 template <> inline MPI_Datatype datatype<int>() { return MPI_INT; }
 
+/// This process's rank in `comm`, and the number of processes.
+inline int rank_of(MPI_Comm comm) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+inline int size_of(MPI_Comm comm) {
+  int s = 0;
+  MPI_Comm_size(comm, &s);
+  return s;
+}
+
 /// `n` as an MPI count. @throw OverflowError naming `what` beyond INT_MAX.
 int count(index_t n, const char* what);
 
@@ -51,9 +63,7 @@ void allsum(MPI_Comm comm, std::span<double> partial);
 /// Every process's `values` (the same count on each), concatenated in process order.
 template <class T>
 std::vector<T> allgather(MPI_Comm comm, std::span<const T> values) {
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  std::vector<T> all(values.size() * static_cast<std::size_t>(size));
+  std::vector<T> all(values.size() * static_cast<std::size_t>(size_of(comm)));
   MPI_Allgather(values.data(), count(static_cast<index_t>(values.size()), "allgather"), datatype<T>(), all.data(),
                 count(static_cast<index_t>(values.size()), "allgather"), datatype<T>(), comm);
   return all;

@@ -78,9 +78,7 @@ template <class Local>
 Local move_block_rows(MPI_Comm comm, const Local& mine, const Partition& from, const Partition& to, index_t rows) {
   using F = Format<Local>;
   using T = std::remove_cvref_t<decltype(F::values(mine)[0])>;
-  int rank = 0, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = detail::rank_of(comm), size = detail::size_of(comm);
   const index_t b = F::block_size(mine), bb = b * b, f0 = from.first(rank), f1 = to.first(rank), l1 = to.first(rank + 1);
   const auto ptr = F::ptr(mine);
   std::vector<index_t> per_row(static_cast<std::size_t>(from.count(rank)));
@@ -247,7 +245,7 @@ DistMatrix<Local>::DistMatrix(Layout setup, const Local& L)
   using F = Format<Local>;
   using T = value_type;
   const index_t rows = rows_, b = b_;
-  MPI_Comm_rank(comm_->comm, &rank_);
+  rank_ = detail::rank_of(comm_->comm);
   const index_t first = partition_.first(rank_), nb = partition_.count(rank_), bb = b * b;
   row_offset_ = std::min(rows, first * b);
   local_rows_ = std::min(rows, (first + nb) * b) - row_offset_;
@@ -330,9 +328,7 @@ template <class Local>
 DistMatrix<Local> DistMatrix<Local>::scatter(MPI_Comm comm, const Local* global, int root, const Partition* partition) {
   using F = Format<Local>;
   using T = value_type;
-  int rank = 0, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = detail::rank_of(comm), size = detail::size_of(comm);
   auto shared = std::make_shared<Comm>(comm);
   // Shape and partition, checked on root and agreed on by all.
   index_t shape[2] = {0, 0};  // rows, block size
@@ -402,9 +398,7 @@ template <class Local>
 DistMatrix<Local> DistMatrix<Local>::read_matrix_market(MPI_Comm comm, const std::filesystem::path& path, index_t block_size) {
   using F = Format<Local>;
   using T = value_type;
-  int rank = 0, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = detail::rank_of(comm), size = detail::size_of(comm);
   auto shared = std::make_shared<Comm>(comm);
   MmMatrix part;
   agree(shared->comm, [&] {

@@ -119,9 +119,7 @@ template <class Local>
 Dense<value_t<Local>> gather_rows(const DistMatrix<Local>& A, DenseView<const value_t<Local>> local, int root) {
   using T = value_t<Local>;
   MPI_Comm comm = A.comm();
-  int rank = 0, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = detail::rank_of(comm), size = detail::size_of(comm);
   const double k = static_cast<double>(local.cols);
   check_same(comm, std::span<const double>(&k, 1), "mpi::gather_rows", "the column counts of local");
   // Every process computes every count (all see the same overflow) before data moves.
@@ -143,9 +141,7 @@ template <class Local>
 Dense<value_t<Local>> scatter_rows(const DistMatrix<Local>& A, const Dense<value_t<Local>>* global, index_t k, int root) {
   using T = value_t<Local>;
   MPI_Comm comm = A.comm();
-  int rank = 0, size = 0;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const int rank = detail::rank_of(comm), size = detail::size_of(comm);
   agree(comm, [&] {
     if (rank != root) return;
     if (global == nullptr) throw InvalidArgument(concat("mpi::scatter_rows: global is null on root process ", root));
