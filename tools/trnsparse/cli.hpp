@@ -44,6 +44,9 @@ Subcommand add_solve(CLI::App& app);
 #ifdef TRNSPARSE_WITH_BENCH
 Subcommand add_bench(CLI::App& app);
 #endif
+#ifdef TRNSPARSE_WITH_HF
+Subcommand add_hf(CLI::App& app);
+#endif
 
 /// "coordinate real symmetric": the banner words of a Matrix Market header.
 inline std::string banner_words(const MmHeader& h) {

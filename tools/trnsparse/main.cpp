@@ -41,6 +41,9 @@ int run(int argc, char** argv) {
 #ifdef TRNSPARSE_WITH_BENCH
   commands.push_back(add_bench(app));
 #endif
+#ifdef TRNSPARSE_WITH_HF
+  commands.push_back(add_hf(app));
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
