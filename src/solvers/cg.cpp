@@ -26,6 +26,16 @@ using solvers::ChunkedSums;
 using solvers::for_rows;
 using solvers::kLanes;
 
+/// The lane layout of the passes for K: one column walks 8 rows of a reduction, k
+/// columns walk a row's reductions (the inner loop, which must vectorise, over j).
+template <index_t K>
+constexpr solvers::LaneLayout kLayout = K == 1 ? solvers::LaneLayout::by_reduction : solvers::LaneLayout::by_lane;
+/// ChunkedSums::slot for the layout of K, as a constant expression in the loops.
+template <index_t K>
+constexpr index_t slot(index_t j, index_t l, index_t m) {
+  return K == 1 ? j * kLanes + l : l * m + j;
+}
+
 /// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in `pq` (m = k). K: k when fixed at compile time, else 0.
 template <index_t K, SolverValue T>
 void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t k, ChunkedSums& pq) {
@@ -33,7 +43,7 @@ void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t 
     const index_t kk = K ? K : k;
     for_rows(r0, r1, [&](index_t i, index_t l) {
       for (index_t j = 0; j < kk; ++j)
-        lanes[j * kLanes + l] += static_cast<double>(P[i * kk + j]) * static_cast<double>(Q[i * kk + j]);
+        lanes[slot<K>(j, l, kk)] += static_cast<double>(P[i * kk + j]) * static_cast<double>(Q[i * kk + j]);
     });
   };
   const double elements = static_cast<double>(n) * static_cast<double>(k);
@@ -51,6 +61,30 @@ void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t 
     pq.run(2.0 * elements, dot_rows);
   }
   pq.reduce(A);
+}
+
+/// Row i of the update pass over its k columns: x += α p, r -= α q, z = M⁻¹ r (stored
+/// when Precond; else z is r), with rᵀr and rᵀz into the row's lanes (rr[j], rz[j]: the
+/// slots of column j). A frozen column keeps its values: selects, not branches, so that
+/// the loop over the columns vectorises (and a frozen column's NaN never spreads); one
+/// column (K = 1) is never frozen inside the pass.
+template <index_t K, bool Precond, class T>
+inline void update_row(index_t k, const char* live, const T* alpha, T* __restrict x, T* __restrict r,
+                       const T* __restrict p, const T* __restrict q, T* __restrict z, T m, double* __restrict rr,
+                       double* __restrict rz) {
+  const index_t kk = K ? K : k;
+  for (index_t j = 0; j < kk; ++j) {
+    const bool on = K == 1 || live[j];
+    const T a = alpha[j];
+    const T xv = x[j] + a * p[j];
+    const T rv = r[j] - a * q[j];
+    const T zv = Precond ? m * rv : rv;
+    x[j] = on ? xv : x[j];
+    r[j] = on ? rv : r[j];
+    if constexpr (Precond) z[j] = on ? zv : z[j];
+    rr[j] += on ? static_cast<double>(rv) * static_cast<double>(rv) : 0.0;
+    rz[j] += on ? static_cast<double>(rv) * static_cast<double>(zv) : 0.0;
+  }
 }
 
 /// The callback's answer, agreed on by every process: any process asking to stop (or
@@ -112,7 +146,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   const char* live = active.data();
   std::vector<T> alpha_t(static_cast<std::size_t>(k)), beta_t(static_cast<std::size_t>(k));
   {
-    ChunkedSums init(n, 3 * k);
+    ChunkedSums init(n, 3 * k, kLayout<K>);
     init.run(3.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         for (index_t j = 0; j < k; ++j) {
@@ -122,9 +156,9 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
           R[i * k + j] = r;
           z_out[i * k + j] = z;
           P[i * k + j] = z;
-          lanes[j * kLanes + l] += static_cast<double>(bij) * static_cast<double>(bij);
-          lanes[(k + j) * kLanes + l] += static_cast<double>(r) * static_cast<double>(r);
-          lanes[(2 * k + j) * kLanes + l] += static_cast<double>(r) * static_cast<double>(z);
+          lanes[slot<K>(j, l, 3 * k)] += static_cast<double>(bij) * static_cast<double>(bij);
+          lanes[slot<K>(k + j, l, 3 * k)] += static_cast<double>(r) * static_cast<double>(r);
+          lanes[slot<K>(2 * k + j, l, 3 * k)] += static_cast<double>(r) * static_cast<double>(z);
         }
       });
     });
@@ -146,7 +180,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
     }
   }
 
-  ChunkedSums pq(n, k), update(n, 2 * k);
+  ChunkedSums pq(n, k, kLayout<K>), update(n, 2 * k, kLayout<K>);
   for (index_t it = 1; it <= opt.max_iter && std::ranges::find(active, 1) != active.end(); ++it) {
     apply_dot<K>(A, P.data(), Q.data(), n, k, pq);
     for (index_t j = 0; j < k; ++j) {
@@ -160,26 +194,17 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
     }
     if (K == 1 && !active[0]) break;  // the passes below do not check the column
     for (index_t j = 0; j < k; ++j) alpha_t[j] = active[j] ? static_cast<T>(alpha[j]) : T(0);
-    update.run(5.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
-      for_rows(r0, r1, [&](index_t i, index_t l) {
-        for (index_t j = 0; j < k; ++j) {
-          // A frozen column keeps its values: selects, not branches, so that the loop
-          // over the columns vectorises (and a frozen column's NaN never spreads).
-          // One column (K = 1): the loop runs only while it is active.
-          const bool on = K == 1 || live[j];
-          const std::size_t e = static_cast<std::size_t>(i * k + j);
-          const T a = alpha_t[j];
-          const T x = X[e] + a * P[e];
-          const T r = R[e] - a * Q[e];
-          const T z = minv ? minv[i] * r : r;
-          X[e] = on ? x : X[e];
-          R[e] = on ? r : R[e];
-          z_out[e] = on ? z : z_out[e];
-          lanes[j * kLanes + l] += on ? static_cast<double>(r) * static_cast<double>(r) : 0.0;
-          lanes[(k + j) * kLanes + l] += on ? static_cast<double>(r) * static_cast<double>(z) : 0.0;
-        }
+    const auto update_pass = [&]<bool Precond>() {
+      update.run(5.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
+        for_rows(r0, r1, [&](index_t i, index_t l) {
+          update_row<K, Precond>(k, live, alpha_t.data(), X + i * k, R.data() + i * k, P.data() + i * k,
+                                 Q.data() + i * k, Precond ? Z.data() + i * k : nullptr, Precond ? minv[i] : T(1),
+                                 lanes + slot<K>(0, l, 2 * k), lanes + slot<K>(k, l, 2 * k));
+        });
       });
-    });
+    };
+    if (minv) update_pass.template operator()<true>();
+    else update_pass.template operator()<false>();
     update.reduce(A);
     double worst = 0.0;
     for (index_t j = 0; j < k; ++j) {

@@ -23,17 +23,22 @@ namespace trnsparse::solvers {
 inline constexpr index_t kChunkRows = 4096;
 inline constexpr index_t kLanes = 8;
 
+/// Where lane l of reduction j sits among a chunk's m * kLanes slots. A body that walks
+/// a row's reductions in its inner loop (block CG's k columns) wants them contiguous
+/// (by_lane: l * m + j); one that walks 8 rows of one reduction wants its lanes
+/// contiguous (by_reduction: j * kLanes + l). Either way the sums are the same.
+enum class LaneLayout { by_reduction, by_lane };
+
 /// The lane slots of `m` reductions over the chunks of n rows, allocated once per solve
 /// and reused by every pass.
 class ChunkedSums {
 public:
-  ChunkedSums(index_t n, index_t m)
-      : n_(n), m_(m), chunks_(detail::ceil_div(n, kChunkRows)),
+  ChunkedSums(index_t n, index_t m, LaneLayout layout = LaneLayout::by_reduction)
+      : n_(n), m_(m), layout_(layout), chunks_(detail::ceil_div(n, kChunkRows)),
         lanes_(detail::make_vector<double>(chunks_ * kLanes * std::max<index_t>(m, 1), "solver: reduction lanes")) {}
 
-  /// Runs body(r0, r1, lanes) for every chunk [r0, r1) of rows, lanes[j * kLanes + l]
-  /// being the zeroed lane l of reduction j (a reduction's lanes are contiguous, so a
-  /// body's 8 rows update them as one vector), on threads granted for `elements` values.
+  /// Runs body(r0, r1, lanes) for every chunk [r0, r1) of rows, lanes[slot(j, l)] being
+  /// the zeroed lane l of reduction j, on threads granted for `elements` values.
   template <class Body>
   void run(double elements, Body&& body) {
     const int parts = detail::parts_for(chunks_, elements);
@@ -54,12 +59,17 @@ public:
       double total = 0.0;
       for (index_t c = 0; c < chunks_; ++c) {
         double chunk = 0.0;
-        for (index_t l = 0; l < kLanes; ++l) chunk += lanes_[(c * m_ + j) * kLanes + l];
+        for (index_t l = 0; l < kLanes; ++l) chunk += lanes_[c * m_ * kLanes + slot(j, l)];
         total += chunk;
       }
       totals_[j] = total;
     }
     op.sum(totals_);
+  }
+
+  /// The slot of lane l of reduction j within a chunk's lanes.
+  [[nodiscard]] index_t slot(index_t j, index_t l) const noexcept {
+    return layout_ == LaneLayout::by_reduction ? j * kLanes + l : l * m_ + j;
   }
 
   /// Reduction j as the last `reduce` totalled it.
@@ -68,6 +78,7 @@ public:
 private:
   index_t n_;
   index_t m_;
+  LaneLayout layout_;
   index_t chunks_;
   std::vector<double> lanes_;
   std::vector<double> totals_ = std::vector<double>(static_cast<std::size_t>(m_), 0.0);
