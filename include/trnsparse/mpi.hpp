@@ -141,7 +141,7 @@ private:
   index_t global_stored_ = 0;
   std::optional<Local> diag_;
   std::optional<Local> offd_;        ///< offd_rows_.size() x ghosts_.size() * b_
-  std::vector<index_t> offd_rows_;   ///< the local rows with off-process entries
+  std::vector<index_t> offd_rows_;   ///< the local block rows with off-process blocks
   std::vector<index_t> ghosts_;      ///< global block columns received, ascending (grouped by owner)
   std::vector<int> recv_ranks_;      ///< processes we receive from, ascending
   std::vector<index_t> recv_first_;  ///< recv_ranks_.size() + 1 offsets into ghosts_
