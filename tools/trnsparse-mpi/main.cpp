@@ -177,18 +177,9 @@ int main(int argc, char** argv) {
   int status = exit_ok;
   try {
     status = run(argc, argv);
-  } catch (const trnsparse::ParseError& e) {
-    status = report("", e.what(), exit_bad_input);
-  } catch (const trnsparse::IoError& e) {
-    status = report("", e.what(), exit_bad_input);
-  } catch (const trnsparse::NotSupported& e) {
-    status = report("", e.what(), exit_bad_input);
-  } catch (const trnsparse::InvalidArgument& e) {
-    status = report("", e.what(), exit_bad_input);
-  } catch (const trnsparse::DimensionMismatch& e) {
-    status = report("", e.what(), exit_bad_input);
-  } catch (const std::exception& e) {
-    status = report("internal error: ", e.what(), exit_internal_error);
+  } catch (...) {
+    const Failure f = failure_of(std::current_exception());
+    status = report(f.kind, f.what.c_str(), f.status);
   }
   MPI_Finalize();
   return status;

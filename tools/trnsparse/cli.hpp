@@ -16,11 +16,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "trnsparse/error.hpp"
 #include "trnsparse/io.hpp"
 #include "trnsparse/types.hpp"
 
@@ -28,6 +31,40 @@ namespace trnsparse::cli {
 
 /// The process exit statuses.
 enum ExitStatus : int { exit_ok = 0, exit_bad_input = 1, exit_internal_error = 2 };
+
+/// How a tool reports an exception that reached its main: the exit status, and the
+/// message's prefix and text. Bad input (exit 1) is what the user can fix: unreadable or
+/// malformed files, unsupported content, argument values or shapes the library refuses,
+/// sizes beyond its limits. Anything else is an internal error (exit 2).
+struct Failure {
+  ExitStatus status;
+  const char* kind;  ///< "" for bad input, "internal error: " otherwise
+  std::string what;
+};
+inline Failure failure_of(const std::exception_ptr& error) {
+  const auto bad_input = [](const std::exception& e) { return Failure{exit_bad_input, "", e.what()}; };
+  try {
+    std::rethrow_exception(error);
+  } catch (const ParseError& e) {
+    return bad_input(e);
+  } catch (const IoError& e) {
+    return bad_input(e);
+  } catch (const NotSupported& e) {
+    return bad_input(e);
+  } catch (const InvalidArgument& e) {
+    return bad_input(e);
+  } catch (const DimensionMismatch& e) {
+    return bad_input(e);
+  } catch (const OverflowError& e) {
+    return bad_input(e);
+  } catch (const std::bad_alloc&) {
+    return {exit_internal_error, "internal error: ", "out of memory"};
+  } catch (const std::exception& e) {
+    return {exit_internal_error, "internal error: ", e.what()};
+  } catch (...) {
+    return {exit_internal_error, "internal error: ", "unknown exception"};
+  }
+}
 
 /// A subcommand: its parser (owned by the parent app) and what runs once the command
 /// line parsed. `run` reports failure by throwing; main maps the exception to an

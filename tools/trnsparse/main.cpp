@@ -9,7 +9,6 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -61,29 +60,14 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-/// Bad input (exit 1) is what the user can fix: unreadable or malformed files,
-/// unsupported content, argument values the library refuses. Anything else is an
-/// internal error (exit 2). No exception escapes, and SIGPIPE is ignored so that a
-/// closed pipe is an error message, not a death by signal.
+/// Every outcome becomes an exit status (cli.hpp: failure_of). No exception escapes, and
+/// SIGPIPE is ignored so that a closed pipe is an error message, not a death by signal.
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   try {
     return run(argc, argv);
-  } catch (const trnsparse::ParseError& e) {
-    return report("", e.what(), exit_bad_input);
-  } catch (const trnsparse::IoError& e) {
-    return report("", e.what(), exit_bad_input);
-  } catch (const trnsparse::NotSupported& e) {
-    return report("", e.what(), exit_bad_input);
-  } catch (const trnsparse::InvalidArgument& e) {
-    return report("", e.what(), exit_bad_input);
-  } catch (const trnsparse::OverflowError& e) {
-    return report("", e.what(), exit_bad_input);
-  } catch (const std::bad_alloc&) {
-    return report("internal error: ", "out of memory", exit_internal_error);
-  } catch (const std::exception& e) {
-    return report("internal error: ", e.what(), exit_internal_error);
   } catch (...) {
-    return report("internal error: ", "unknown exception", exit_internal_error);
+    const Failure f = failure_of(std::current_exception());
+    return report(f.kind, f.what.c_str(), f.status);
   }
 }
