@@ -7,8 +7,10 @@
 //   skip    max_r · max_c <= √t   no element kept: never read
 //   full    min_r · min_c >  √t   every element kept: the plain tile kernel on A's block
 //   partial otherwise             copied once per call with the mask applied
-// and runs the ISA's BSR tile kernels twice: C = A_full B (through a permutation into
-// A's blocks, nothing copied), then C += A_partial B. The mask itself is never stored.
+// and runs the ISA's BSR tile kernel once over the kept blocks in A's order, full ones
+// read in place and partial ones from their masked copies (a table of block addresses),
+// packing only the block rows of B that a kept block reads. The mask itself is never
+// stored.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -59,12 +61,13 @@ BlockRange block_range(const std::vector<double>& q, index_t b) {
 enum class Tile : unsigned char { skip, full, partial };
 
 /// The screening of A's stored blocks: the bounds, each block's class, and the kept
-/// (full, partial) blocks as block-row lists of positions in A.
+/// (full or partial) blocks as block-row lists, in A's order, of positions in A.
 struct Screen {
   std::vector<double> qr, qc;
   double s = 0.0;  // √threshold
   std::vector<Tile> tile;
-  std::vector<index_t> full_ptr{0}, full_idx, full_pos, part_ptr{0}, part_idx, part_pos;
+  std::vector<index_t> kept_ptr{0}, kept_idx, kept_pos;
+  index_t partials = 0;
 };
 
 template <ScreenValue T>
@@ -85,16 +88,12 @@ Screen screen_blocks(const BsrMatrix<T>& A, std::span<const T> row_diag, std::sp
       const index_t bj = st.block_col_indices()[q];
       Tile& t = sc.tile[static_cast<std::size_t>(q)];
       t = r.hi[bi] * c.hi[bj] <= sc.s ? Tile::skip : r.lo[bi] * c.lo[bj] > sc.s ? Tile::full : Tile::partial;
-      if (t == Tile::full) {
-        sc.full_idx.push_back(bj);
-        sc.full_pos.push_back(q);
-      } else if (t == Tile::partial) {
-        sc.part_idx.push_back(bj);
-        sc.part_pos.push_back(q);
-      }
+      if (t == Tile::skip) continue;
+      sc.kept_idx.push_back(bj);
+      sc.kept_pos.push_back(q);
+      sc.partials += t == Tile::partial ? 1 : 0;
     }
-    sc.full_ptr.push_back(static_cast<index_t>(sc.full_idx.size()));
-    sc.part_ptr.push_back(static_cast<index_t>(sc.part_idx.size()));
+    sc.kept_ptr.push_back(static_cast<index_t>(sc.kept_idx.size()));
   }
   return sc;
 }
@@ -109,31 +108,33 @@ void apply_mask(T* blk, index_t b, index_t bi, index_t bj, const Screen& sc) {
       if (!(sc.qr[bi * b + r] * sc.qc[bj * b + c] > sc.s)) blk[r * b + c] = T(0);
 }
 
-/// Copies A's partial blocks (in the order of sc.part_pos) with the mask applied.
+/// C = (A ∘ M) B: one product over the kept blocks, partial ones copied with the mask
+/// applied, B packed only where a kept block reads it.
 template <ScreenValue T>
-std::vector<T> masked_partials(const BsrMatrix<T>& A, const Screen& sc) {
-  const index_t b = A.block_size();
-  std::vector<T> out = detail::make_vector<T>(
-      detail::checked_mul(static_cast<index_t>(sc.part_pos.size()), b * b, "screened_spmm: partial blocks"),
-      "screened_spmm: partial blocks");
-  for (index_t bi = 0; bi + 1 < static_cast<index_t>(sc.part_ptr.size()); ++bi)
-    for (index_t p = sc.part_ptr[bi]; p < sc.part_ptr[bi + 1]; ++p) {
-      std::copy_n(A.block(sc.part_pos[p]).data(), b * b, out.data() + p * b * b);
-      apply_mask(out.data() + p * b * b, b, bi, sc.part_idx[p], sc);
+void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T> B, DenseView<T> C) {
+  const BsrStructure& st = A.structure();
+  const index_t b = st.block_size(), kept = static_cast<index_t>(sc.kept_pos.size());
+  std::vector<T> masked = detail::make_vector<T>(detail::checked_mul(sc.partials, b * b, "screened_spmm: partial blocks"),
+                                                 "screened_spmm: partial blocks");
+  std::vector<const T*> at(static_cast<std::size_t>(kept));
+  std::vector<unsigned char> packs(static_cast<std::size_t>(st.block_cols()), 0);
+  index_t partial = 0;
+  for (index_t bi = 0; bi < st.block_rows(); ++bi)
+    for (index_t k = sc.kept_ptr[bi]; k < sc.kept_ptr[bi + 1]; ++k) {
+      const index_t q = sc.kept_pos[k], bj = sc.kept_idx[k];
+      packs[bj] = 1;
+      at[k] = A.block(q).data();
+      if (sc.tile[static_cast<std::size_t>(q)] != Tile::partial) continue;
+      T* blk = masked.data() + partial++ * b * b;
+      std::copy_n(at[k], b * b, blk);
+      apply_mask(blk, b, bi, bj, sc);
+      at[k] = blk;
     }
-  return out;
-}
-
-/// C (= or +=, by beta) the product of the blocks listed by (ptr, idx, perm) with B.
-template <ScreenValue T>
-void tile_product(const BsrStructure& st, const std::vector<index_t>& ptr, const std::vector<index_t>& idx,
-                  const index_t* perm, const T* blocks, T beta, DenseView<const T> B, DenseView<T> C) {
-  const kernels::cpu::BsrProduct<T, T> prod{st.block_size(), st.rows(), st.cols(), st.block_cols(), B.cols,
-                                            ptr.data(), idx.data(), perm, false, blocks, T(1), beta, B.data, B.ld,
-                                            C.data, C.ld};
-  const double work = static_cast<double>(idx.size()) * static_cast<double>(st.block_size() * st.block_size()) *
-                      static_cast<double>(B.cols);
-  const std::vector<index_t> split = detail::balanced_split(ptr, detail::parts_for(st.block_rows(), work));
+  const kernels::cpu::BsrProduct<T, T> prod{b,       st.rows(),     st.cols(),  st.block_cols(), B.cols,
+                                            sc.kept_ptr.data(), sc.kept_idx.data(), nullptr, false, nullptr,
+                                            at.data(), packs.data(), T(1), T(0), B.data, B.ld, C.data, C.ld};
+  const double work = static_cast<double>(kept) * static_cast<double>(b * b) * static_cast<double>(B.cols);
+  const std::vector<index_t> split = detail::balanced_split(sc.kept_ptr, detail::parts_for(st.block_rows(), work));
   detail::run_packed(dispatch::bsr_kernels<T, T>(), prod, st.block_cols(), split);
 }
 
@@ -208,12 +209,7 @@ Dense<T> screened_spmm(const BsrMatrix<T>& A, std::span<const std::type_identity
   detail::check_dim(B.rows, A.cols(), who, "B", "rows", "A.cols()");
   Dense<T> C(A.rows(), B.cols);
   if (C.rows() == 0 || C.cols() == 0) return C;
-  const BsrStructure& st = A.structure();
-  tile_product(st, sc.full_ptr, sc.full_idx, sc.full_pos.data(), A.blocks().data(), T(0), B, C.view());
-  if (!sc.part_pos.empty()) {
-    const std::vector<T> partial = masked_partials(A, sc);
-    tile_product(st, sc.part_ptr, sc.part_idx, nullptr, partial.data(), T(1), B, C.view());
-  }
+  screened_product(A, sc, B, C.view());
   return C;
 }
 
@@ -237,16 +233,8 @@ SpmmGradients<BsrMatrix<T>, T> screened_spmm_backward(const BsrMatrix<T>& A,
   const BsrStructure& st = A.structure();
   const index_t b = st.block_size();
   // The kept blocks (full and partial, in A's order) as a structure of their own.
-  std::vector<index_t> ptr{0}, idx, pos;
-  for (index_t bi = 0; bi < st.block_rows(); ++bi) {
-    for (index_t q = st.block_row_ptr()[bi]; q < st.block_row_ptr()[bi + 1]; ++q)
-      if (sc.tile[static_cast<std::size_t>(q)] != Tile::skip) {
-        idx.push_back(st.block_col_indices()[q]);
-        pos.push_back(q);
-      }
-    ptr.push_back(static_cast<index_t>(idx.size()));
-  }
-  const auto kept = BsrStructure::make(st.rows(), st.cols(), b, std::move(ptr), std::move(idx));
+  const auto kept = BsrStructure::make(st.rows(), st.cols(), b, sc.kept_ptr, sc.kept_idx);
+  const std::vector<index_t>& pos = sc.kept_pos;
   // dA = (dC Bᵀ) ∘ M: SDDMM on the kept blocks only, then scattered and masked.
   BsrMatrix<T> g(kept);
   sampled_matmul(acc_t<T>(1), dC, B, acc_t<T>(0), g);

@@ -16,9 +16,10 @@
 namespace trnsparse::kernels::cpu {
 
 /// C = alpha * op(A) * B + beta * C for a block-sparse A, as plain arrays. Output block
-/// row i combines the stored blocks q in [ptr[i], ptr[i+1]): block
-/// `blocks + (perm ? perm[q] : q) * b * b` (row-major b x b; read transposed when
-/// `trans_a`) times the b rows of B starting at row idx[q] * b.
+/// row i combines the stored blocks q in [ptr[i], ptr[i+1]): block `block(q)` (row-major
+/// b x b; read transposed when `trans_a`) times the b rows of B starting at row idx[q] * b.
+/// `packs`, when set, flags the block rows of B some stored block reads (idx); pack
+/// skips the others, which compute never reads.
 template <class TA, class TY>
 struct BsrProduct {
   index_t b;              // block size
@@ -31,12 +32,17 @@ struct BsrProduct {
   const index_t* perm;  // nullptr: identity
   bool trans_a;
   const TA* blocks;
+  const TA* const* block_at;    // nullptr: blocks + (perm ? perm[q] : q) * b * b
+  const unsigned char* packs;   // nullptr: every block row of B
   acc_t<TA> alpha;
   acc_t<TA> beta;
   const TA* B;
   index_t ldb;
   TY* C;
   index_t ldc;
+
+  /// Stored block q's values.
+  [[nodiscard]] const TA* block(index_t q) const { return block_at ? block_at[q] : blocks + (perm ? perm[q] : q) * b * b; }
 };
 
 template <class TA, class TY>

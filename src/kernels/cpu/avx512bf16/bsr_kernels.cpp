@@ -49,6 +49,7 @@ void pairs_pack(const BsrProduct<bf16, TY>& p, void* packed_v, index_t r0, index
   for (index_t jp = 0; jp * kPairNR < p.width; ++jp) {
     const index_t c0 = jp * kPairNR, nc = min_index(kPairNR, p.width - c0);
     for (index_t i = r0 * p.b; i < r1 * p.b; ++i) {
+      if (p.packs && !p.packs[i / p.b]) continue;
       std::uint16_t* dst = packed + (jp * rows + (i & ~index_t{1})) * kPairNR + (i & 1);
       const index_t valid = i < p.in_rows ? nc : 0;
       for (index_t c = 0; c < valid; ++c) dst[2 * c] = p.B[i * p.ldb + c0 + c].bits;
@@ -103,7 +104,7 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
       if (p.ptr[bi] == p.ptr[bi + 1])
         for (index_t i = 0; i < rows * ncw; ++i) ws[i] = 0.0f;
       for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-        const bf16* blk = p.blocks + (p.perm ? p.perm[q] : q) * b * b;
+        const bf16* blk = p.block(q);
         const std::uint16_t* bq = packed + (c0 / kPairNR * rows_packed + p.idx[q] * b) * kPairNR;
         const bool first = q == p.ptr[bi];
         for (index_t s = 0; s < rows; s += kMR) {
