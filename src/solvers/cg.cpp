@@ -65,16 +65,21 @@ void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t 
 
 /// Row i of the update pass over its k columns: x += α p, r -= α q, z = M⁻¹ r (stored
 /// when Precond; else z is r), with rᵀr and rᵀz into the row's lanes (rr[j], rz[j]: the
-/// slots of column j). A frozen column keeps its values: selects, not branches, so that
-/// the loop over the columns vectorises (and a frozen column's NaN never spreads); one
-/// column (K = 1) is never frozen inside the pass.
-template <index_t K, bool Precond, class T>
+/// slots of column j).
+///
+/// Frozen columns. When a column freezes (converged, broke down, or stopped), the passes
+/// of that iteration run with `Select`: a frozen column keeps its x, r and z (a NaN in
+/// its p or q never reaches x), and the direction pass sets its p, r and z to exactly
+/// zero. From then on its α and β are 0 and its q = A·0 = 0, so the plain passes leave
+/// x unchanged and p, r, z at zero without looking at the column: the loops carry no
+/// per-column condition and vectorise. One column (K = 1) never freezes inside a pass.
+template <index_t K, bool Precond, bool Select, class T>
 inline void update_row(index_t k, const char* live, const T* alpha, T* __restrict x, T* __restrict r,
                        const T* __restrict p, const T* __restrict q, T* __restrict z, T m, double* __restrict rr,
                        double* __restrict rz) {
   const index_t kk = K ? K : k;
   for (index_t j = 0; j < kk; ++j) {
-    const bool on = K == 1 || live[j];
+    const bool on = !Select || live[j];
     const T a = alpha[j];
     const T xv = x[j] + a * p[j];
     const T rv = r[j] - a * q[j];
@@ -181,6 +186,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   }
 
   ChunkedSums pq(n, k, kLayout<K>), update(n, 2 * k, kLayout<K>);
+  std::ptrdiff_t zeroed = 0;  // frozen columns whose p, r and z are zero
   for (index_t it = 1; it <= opt.max_iter && std::ranges::find(active, 1) != active.end(); ++it) {
     apply_dot<K>(A, P.data(), Q.data(), n, k, pq);
     for (index_t j = 0; j < k; ++j) {
@@ -194,17 +200,21 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
     }
     if (K == 1 && !active[0]) break;  // the passes below do not check the column
     for (index_t j = 0; j < k; ++j) alpha_t[j] = active[j] ? static_cast<T>(alpha[j]) : T(0);
-    const auto update_pass = [&]<bool Precond>() {
+    const auto update_pass = [&]<bool Precond, bool Select>() {
       update.run(5.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
         for_rows(r0, r1, [&](index_t i, index_t l) {
-          update_row<K, Precond>(k, live, alpha_t.data(), X + i * k, R.data() + i * k, P.data() + i * k,
+          update_row<K, Precond, Select>(k, live, alpha_t.data(), X + i * k, R.data() + i * k, P.data() + i * k,
                                  Q.data() + i * k, Precond ? Z.data() + i * k : nullptr, Precond ? minv[i] : T(1),
                                  lanes + slot<K>(0, l, 2 * k), lanes + slot<K>(k, l, 2 * k));
         });
       });
     };
-    if (minv) update_pass.template operator()<true>();
-    else update_pass.template operator()<false>();
+    // Columns frozen but not yet zeroed (see update_row): this iteration's passes select.
+    const bool select = K != 1 && std::ranges::count(active, 0) > zeroed;
+    if (minv && select) update_pass.template operator()<true, true>();
+    else if (minv) update_pass.template operator()<true, false>();
+    else if (select) update_pass.template operator()<false, true>();
+    else update_pass.template operator()<false, false>();
     update.reduce(A);
     double worst = 0.0;
     for (index_t j = 0; j < k; ++j) {
@@ -228,14 +238,29 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
         if (active[j]) res.status[j] = SolveStatus::stopped;
       break;
     }
-    for (index_t j = 0; j < k; ++j) beta_t[j] = static_cast<T>(beta[j]);
-    update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) {
-      for (index_t i = r0; i < r1; ++i)
-        for (index_t j = 0; j < k; ++j) {
-          const T p = z_out[i * k + j] + beta_t[j] * P[i * k + j];
-          P[i * k + j] = K == 1 || live[j] ? p : P[i * k + j];
-        }
-    });
+    for (index_t j = 0; j < k; ++j) beta_t[j] = active[j] ? static_cast<T>(beta[j]) : T(0);
+    const auto direction_pass = [&]<bool Select>() {
+      update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) {
+        for (index_t i = r0; i < r1; ++i)
+          for (index_t j = 0; j < k; ++j) {
+            const T p = z_out[i * k + j] + beta_t[j] * P[i * k + j];
+            if constexpr (Select) {  // a frozen column's p, r and z become zero
+              const bool on = live[j];
+              P[i * k + j] = on ? p : T(0);
+              R[i * k + j] = on ? R[i * k + j] : T(0);
+              z_out[i * k + j] = on ? z_out[i * k + j] : T(0);
+            } else {
+              P[i * k + j] = p;
+            }
+          }
+      });
+    };
+    if (K != 1 && std::ranges::count(active, 0) > zeroed) {
+      direction_pass.template operator()<true>();
+      zeroed = std::ranges::count(active, 0);
+    } else {
+      direction_pass.template operator()<false>();
+    }
   }
   return res;
 }

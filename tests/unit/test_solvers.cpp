@@ -183,6 +183,80 @@ TEST_F(Solvers, BlockCgEqualsSingleSolves) {
   }
 }
 
+TEST_F(Solvers, BlockCgFrozenColumnsKeepTheirSingleSolveBitwise) {
+  // Columns that stop at very different iterations: b = 0 (0 iterations), an eigenvector
+  // of the Jacobi-preconditioned Poisson operator (1 iteration), and two random columns.
+  // A column frozen early must keep its iterate while the others run on (the passes
+  // zero its p, r and z and then skip the column without a per-column test), so each
+  // column equals its single solve bit for bit.
+  const index_t e = 9;
+  const CsrMatrix<double> A = poisson3d<double>(e);
+  const index_t n = A.rows(), k = 4;
+  Dense<double> B = random_dense<double>(rng, n, k);
+  const double h = std::numbers::pi / static_cast<double>(e + 1);
+  for (index_t i = 0; i < n; ++i) {
+    B(i, 1) = 0.0;
+    B(i, 2) = std::sin(h * static_cast<double>(i % e + 1)) * std::sin(h * static_cast<double>(i / e % e + 1)) *
+              std::sin(h * static_cast<double>(i / (e * e) + 1));
+  }
+  const std::vector<double> M = jacobi_preconditioner(A);
+  for (const bool precond : {true, false}) {
+    SCOPED_TRACE(precond ? "jacobi" : "none");
+    CgOptions<double> opt{.tol = 1e-10, .max_iter = 400};
+    if (precond) opt.preconditioner = M;
+    const LinearOperator<double> op(A);
+    const auto block = cg(op, B.view(), opt);
+    EXPECT_EQ(block.iterations[1], 0);
+    EXPECT_LE(block.iterations[2], 2);
+    EXPECT_GT(block.iterations[0], 10);
+    for (index_t j = 0; j < k; ++j) {
+      SCOPED_TRACE(j);
+      std::vector<double> b(static_cast<std::size_t>(n));
+      for (index_t i = 0; i < n; ++i) b[i] = B(i, j);
+      const auto single = cg(op, std::span<const double>(b), opt);
+      EXPECT_EQ(block.status[j], single.status);
+      EXPECT_EQ(block.iterations[j], single.iterations);
+      EXPECT_EQ(block.rel_residual[j], single.rel_residual);
+      for (index_t i = 0; i < n; ++i) ASSERT_EQ(block.X(i, j), single.x[i]) << "row " << i;
+    }
+  }
+}
+
+TEST_F(Solvers, BlockCgBreakdownOfOneColumnLeavesTheOthers) {
+  // A = diag(1, 2, ..., m, -1) is indefinite: b = e_0 - e_m has pᵀAp = 0 at once
+  // (breakdown, x = 0), while columns inside the positive part converge normally.
+  const index_t m = 40, n = m + 1, k = 3;
+  std::vector<index_t> ptr(static_cast<std::size_t>(n + 1)), col(static_cast<std::size_t>(n));
+  std::vector<double> val(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) {
+    ptr[i + 1] = i + 1;
+    col[i] = i;
+    val[i] = i < m ? static_cast<double>(i + 1) : -1.0;
+  }
+  const CsrMatrix<double> A(n, n, ptr, col, val);
+  Dense<double> B(n, k);
+  B(0, 0) = 1.0;
+  B(m, 0) = -1.0;
+  for (index_t i = 0; i < m; ++i) B(i, 1) = std::cos(static_cast<double>(i));
+  B(3, 2) = 2.0;
+  const LinearOperator<double> op(A);
+  const CgOptions<double> opt{.tol = 1e-12, .max_iter = 200};
+  const auto block = cg(op, B.view(), opt);
+  EXPECT_EQ(block.status[0], SolveStatus::breakdown);
+  EXPECT_EQ(block.status[1], SolveStatus::converged);
+  EXPECT_EQ(block.status[2], SolveStatus::converged);
+  EXPECT_GT(block.iterations[1], 5);
+  for (index_t j = 0; j < k; ++j) {
+    SCOPED_TRACE(j);
+    std::vector<double> b(static_cast<std::size_t>(n));
+    for (index_t i = 0; i < n; ++i) b[i] = B(i, j);
+    const auto single = cg(op, std::span<const double>(b), opt);
+    EXPECT_EQ(block.status[j], single.status);
+    EXPECT_EQ(block.iterations[j], single.iterations);
+    for (index_t i = 0; i < n; ++i) ASSERT_EQ(block.X(i, j), single.x[i]) << "row " << i;
+  }
+}
+
 TEST_F(Solvers, CgFromTheSolutionTakesNoIteration) {
   const CsrMatrix<double> A = poisson3d<double>(6);
   const std::vector<double> x_true = random_vector(rng, A.rows());
