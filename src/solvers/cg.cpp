@@ -4,9 +4,11 @@
 // Per iteration, over n x k row-major blocks (k right-hand sides):
 //   1. Q = A P with pq_j = P_jᵀ Q_j: for a CSR operator, chunk by chunk (the chunk's rows
 //      of Q, then their dot while in cache); otherwise the product, then one pass;
-//   2. one pass: X += α P, R -= α Q, Z = M⁻¹ R, with rr_j = R_jᵀ R_j and rz_j = R_jᵀ Z_j;
+//   2. one pass: X += α P, R -= α Q, with rr_j = R_jᵀ R_j and rz_j = R_jᵀ Z_j, Z = M⁻¹ R;
 //   3. one pass: P = Z + β P.
-// (Without a preconditioner Z is R and is not stored.) Reductions run through
+// The preconditioner is diagonal, so Z is recomputed from R where it is needed (the same
+// products, so the same bits) instead of being stored: one n x k block less to write
+// per iteration. Reductions run through
 // ChunkedSums: fixed order, bitwise the same for any thread count. The passes are
 // compiled twice: for one right-hand side (K = 1: no per-column bookkeeping in the
 // loops, which vectorise) and for any k (K = 0).
@@ -63,19 +65,19 @@ void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t 
   pq.reduce(A);
 }
 
-/// Row i of the update pass over its k columns: x += α p, r -= α q, z = M⁻¹ r (stored
-/// when Precond; else z is r), with rᵀr and rᵀz into the row's lanes (rr[j], rz[j]: the
-/// slots of column j).
+/// Row i of the update pass over its k columns: x += α p, r -= α q, with rᵀr and rᵀz
+/// (z = m r when Precond, m the row's entry of M⁻¹; else z is r) into the row's lanes
+/// (rr[j], rz[j]: the slots of column j).
 ///
 /// Frozen columns. When a column freezes (converged, broke down, or stopped), the passes
-/// of that iteration run with `Select`: a frozen column keeps its x, r and z (a NaN in
-/// its p or q never reaches x), and the direction pass sets its p, r and z to exactly
-/// zero. From then on its α and β are 0 and its q = A·0 = 0, so the plain passes leave
-/// x unchanged and p, r, z at zero without looking at the column: the loops carry no
+/// of that iteration run with `Select`: a frozen column keeps its x and r (a NaN in its
+/// p or q never reaches x), and the direction pass sets its p and r to exactly zero.
+/// From then on its α and β are 0 and its q = A·0 = 0, so the plain passes leave x
+/// unchanged and p, r at zero without looking at the column: the loops carry no
 /// per-column condition and vectorise. One column (K = 1) never freezes inside a pass.
 template <index_t K, bool Precond, bool Select, class T>
 inline void update_row(index_t k, const char* live, const T* alpha, T* __restrict x, T* __restrict r,
-                       const T* __restrict p, const T* __restrict q, T* __restrict z, T m, double* __restrict rr,
+                       const T* __restrict p, const T* __restrict q, T m, double* __restrict rr,
                        double* __restrict rz) {
   const index_t kk = K ? K : k;
   for (index_t j = 0; j < kk; ++j) {
@@ -86,9 +88,24 @@ inline void update_row(index_t k, const char* live, const T* alpha, T* __restric
     const T zv = Precond ? m * rv : rv;
     x[j] = on ? xv : x[j];
     r[j] = on ? rv : r[j];
-    if constexpr (Precond) z[j] = on ? zv : z[j];
     rr[j] += on ? static_cast<double>(rv) * static_cast<double>(rv) : 0.0;
     rz[j] += on ? static_cast<double>(rv) * static_cast<double>(zv) : 0.0;
+  }
+}
+
+/// Row i of the direction pass over its k columns: p = z + β p (z = m r when Precond);
+/// with Select, a frozen column's p and r become zero (see update_row).
+template <index_t K, bool Precond, bool Select, class T>
+inline void direction_row(index_t k, const char* live, const T* beta, T* __restrict p, T* __restrict r, T m) {
+  const index_t kk = K ? K : k;
+  for (index_t j = 0; j < kk; ++j) {
+    const T pv = (Precond ? m * r[j] : r[j]) + beta[j] * p[j];
+    if constexpr (Select) {
+      p[j] = live[j] ? pv : T(0);
+      r[j] = live[j] ? r[j] : T(0);
+    } else {
+      p[j] = pv;
+    }
   }
 }
 
@@ -135,16 +152,14 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   T* X = res.X.values().data();
   const T* minv = opt.preconditioner.empty() ? nullptr : opt.preconditioner.data();
   std::vector<T> R = detail::make_vector<T>(n * k, "cg: residual"), P = detail::make_vector<T>(n * k, "cg: direction"),
-                 Q = detail::make_vector<T>(n * k, "cg: product"),
-                 Z = minv ? detail::make_vector<T>(n * k, "cg: preconditioned residual") : std::vector<T>{};
-  T* z_out = minv ? Z.data() : R.data();
+                 Q = detail::make_vector<T>(n * k, "cg: product");
   const double elements = static_cast<double>(nk);
   if (has_x0) {
     std::copy(opt.x0.begin(), opt.x0.end(), X);
     A.apply(DenseView<const T>(X, n, k, k), DenseView<T>(Q.data(), n, k, k));
   }
 
-  // R = B - A X0, Z = M⁻¹ R, P = Z, with bᵀb, rᵀr, rᵀz per column.
+  // R = B - A X0, P = Z = M⁻¹ R, with bᵀb, rᵀr, rᵀz per column.
   std::vector<double> bb(static_cast<std::size_t>(k)), rz(static_cast<std::size_t>(k));
   std::vector<double> alpha(static_cast<std::size_t>(k)), beta(static_cast<std::size_t>(k));
   std::vector<char> active(static_cast<std::size_t>(k), 1);
@@ -159,7 +174,6 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
           const T r = has_x0 ? bij - Q[i * k + j] : bij;
           const T z = minv ? minv[i] * r : r;
           R[i * k + j] = r;
-          z_out[i * k + j] = z;
           P[i * k + j] = z;
           lanes[slot<K>(j, l, 3 * k)] += static_cast<double>(bij) * static_cast<double>(bij);
           lanes[slot<K>(k + j, l, 3 * k)] += static_cast<double>(r) * static_cast<double>(r);
@@ -204,7 +218,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
       update.run(5.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
         for_rows(r0, r1, [&](index_t i, index_t l) {
           update_row<K, Precond, Select>(k, live, alpha_t.data(), X + i * k, R.data() + i * k, P.data() + i * k,
-                                 Q.data() + i * k, Precond ? Z.data() + i * k : nullptr, Precond ? minv[i] : T(1),
+                                 Q.data() + i * k, Precond ? minv[i] : T(1),
                                  lanes + slot<K>(0, l, 2 * k), lanes + slot<K>(k, l, 2 * k));
         });
       });
@@ -239,28 +253,20 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
       break;
     }
     for (index_t j = 0; j < k; ++j) beta_t[j] = active[j] ? static_cast<T>(beta[j]) : T(0);
-    const auto direction_pass = [&]<bool Select>() {
+    const auto direction_pass = [&]<bool Precond, bool Select>() {
       update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) {
-        for (index_t i = r0; i < r1; ++i)
-          for (index_t j = 0; j < k; ++j) {
-            const T p = z_out[i * k + j] + beta_t[j] * P[i * k + j];
-            if constexpr (Select) {  // a frozen column's p, r and z become zero
-              const bool on = live[j];
-              P[i * k + j] = on ? p : T(0);
-              R[i * k + j] = on ? R[i * k + j] : T(0);
-              z_out[i * k + j] = on ? z_out[i * k + j] : T(0);
-            } else {
-              P[i * k + j] = p;
-            }
-          }
+        for_rows(r0, r1, [&](index_t i, index_t) {
+          direction_row<K, Precond, Select>(k, live, beta_t.data(), P.data() + i * k, R.data() + i * k,
+                                            Precond ? minv[i] : T(1));
+        });
       });
     };
-    if (K != 1 && std::ranges::count(active, 0) > zeroed) {
-      direction_pass.template operator()<true>();
-      zeroed = std::ranges::count(active, 0);
-    } else {
-      direction_pass.template operator()<false>();
-    }
+    const bool zeroing = K != 1 && std::ranges::count(active, 0) > zeroed;
+    if (minv && zeroing) direction_pass.template operator()<true, true>();
+    else if (minv) direction_pass.template operator()<true, false>();
+    else if (zeroing) direction_pass.template operator()<false, true>();
+    else direction_pass.template operator()<false, false>();
+    zeroed = std::ranges::count(active, 0);
   }
   return res;
 }
