@@ -51,6 +51,14 @@ const cpu::CsrKernels<T>& csr_kernels() {
   return pick(scalar, avx2, avx512);
 }
 
+template <class T>
+const cpu::CgKernels<T>& cg_kernels() {
+  static const cpu::CgKernels<T> scalar = cpu::scalar::cg_kernels<T>();
+  static const cpu::CgKernels<T> avx2 = cpu::avx2::cg_kernels<T>();
+  static const cpu::CgKernels<T> avx512 = cpu::avx512::cg_kernels<T>();
+  return pick(scalar, avx2, avx512);
+}
+
 template const cpu::BsrKernels<float, float>& bsr_kernels<float, float>();
 template const cpu::BsrKernels<double, double>& bsr_kernels<double, double>();
 template const cpu::BsrKernels<bf16, float>& bsr_kernels<bf16, float>();
@@ -60,5 +68,7 @@ template const cpu::SddmmKernels<double>& sddmm_kernels<double>();
 template const cpu::SddmmKernels<bf16>& sddmm_kernels<bf16>();
 template const cpu::CsrKernels<float>& csr_kernels<float>();
 template const cpu::CsrKernels<double>& csr_kernels<double>();
+template const cpu::CgKernels<float>& cg_kernels<float>();
+template const cpu::CgKernels<double>& cg_kernels<double>();
 
 }  // namespace trnsparse::dispatch

@@ -12,5 +12,7 @@ template <class T>
 const kernels::cpu::SddmmKernels<T>& sddmm_kernels();
 template <class T>
 const kernels::cpu::CsrKernels<T>& csr_kernels();
+template <class T>
+const kernels::cpu::CgKernels<T>& cg_kernels();
 
 }  // namespace trnsparse::dispatch

@@ -8,10 +8,16 @@
 //   3. one pass: P = Z + β P.
 // The preconditioner is diagonal, so Z is recomputed from R where it is needed (the same
 // products, so the same bits) instead of being stored: one n x k block less to write
-// per iteration. Reductions run through
-// ChunkedSums: fixed order, bitwise the same for any thread count. The passes are
-// compiled twice: for one right-hand side (K = 1: no per-column bookkeeping in the
-// loops, which vectorise) and for any k (K = 0).
+// per iteration. The passes are the active ISA's kernels (kernels/cpu/cg_tile.inc);
+// their reductions run through ChunkedSums: fixed order, bitwise the same for any
+// thread count.
+//
+// Frozen columns. When a column freezes (converged, broke down, or stopped), the passes
+// of that iteration run with `select`: a frozen column keeps its x and r (a NaN in its
+// p or q never reaches x), and the direction pass sets its p and r to exactly zero.
+// From then on its α and β are 0 and its q = A·0 = 0, so the plain passes leave x
+// unchanged and p, r at zero without looking at the column: the loops carry no
+// per-column condition and vectorise.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -26,87 +32,33 @@ namespace {
 
 using solvers::ChunkedSums;
 using solvers::for_rows;
-using solvers::kLanes;
+using Block = kernels::cpu::CgBlock<double>;  // lane_slot does not depend on T
 
-/// The lane layout of the passes for K: one column walks 8 rows of a reduction, k
-/// columns walk a row's reductions (the inner loop, which must vectorise, over j).
-template <index_t K>
-constexpr solvers::LaneLayout kLayout = K == 1 ? solvers::LaneLayout::by_reduction : solvers::LaneLayout::by_lane;
-/// ChunkedSums::slot for the layout of K, as a constant expression in the loops.
-template <index_t K>
-constexpr index_t slot(index_t j, index_t l, index_t m) {
-  return K == 1 ? j * kLanes + l : l * m + j;
+/// The lane layout the CG kernels use for k columns (kernels::cpu::CgBlock::lane_slot).
+solvers::LaneLayout layout_for(index_t k) {
+  return k == 1 ? solvers::LaneLayout::by_reduction : solvers::LaneLayout::by_lane;
 }
 
-/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in `pq` (m = k). K: k when fixed at compile time, else 0.
-template <index_t K, SolverValue T>
-void apply_dot(const LinearOperator<T>& A, const T* P, T* Q, index_t n, index_t k, ChunkedSums& pq) {
-  const auto dot_rows = [=](index_t r0, index_t r1, double* lanes) {
-    const index_t kk = K ? K : k;
-    for_rows(r0, r1, [&](index_t i, index_t l) {
-      for (index_t j = 0; j < kk; ++j)
-        lanes[slot<K>(j, l, kk)] += static_cast<double>(P[i * kk + j]) * static_cast<double>(Q[i * kk + j]);
-    });
-  };
+/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in `pq` (m = k).
+template <SolverValue T>
+void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T* Q, index_t n, ChunkedSums& pq) {
+  const auto& passes = dispatch::cg_kernels<T>();
+  const index_t k = c.k;
   const double elements = static_cast<double>(n) * static_cast<double>(k);
   if (const CsrMatrix<T>* csr = A.csr()) {
     const kernels::cpu::CsrProduct<T> prod{k,    csr->row_ptr().data(), csr->col_indices().data(), csr->values().data(),
-                                           T(1), T(0), P, k, Q, k};
+                                           T(1), T(0), c.p, k, Q, k};
     const auto& kernel = dispatch::csr_kernels<T>();
     pq.run(static_cast<double>(csr->nnz()) * static_cast<double>(k) + elements,
            [&](index_t r0, index_t r1, double* lanes) {
              kernel.spmm(prod, r0, r1);
-             dot_rows(r0, r1, lanes);
+             passes.dot(c, r0, r1, lanes);
            });
   } else {
-    A.apply(DenseView<const T>(P, n, k, k), DenseView<T>(Q, n, k, k));
-    pq.run(2.0 * elements, dot_rows);
+    A.apply(DenseView<const T>(c.p, n, k, k), DenseView<T>(Q, n, k, k));
+    pq.run(2.0 * elements, [&](index_t r0, index_t r1, double* lanes) { passes.dot(c, r0, r1, lanes); });
   }
   pq.reduce(A);
-}
-
-/// Row i of the update pass over its k columns: x += α p, r -= α q, with rᵀr and rᵀz
-/// (z = m r when Precond, m the row's entry of M⁻¹; else z is r) into the row's lanes
-/// (rr[j], rz[j]: the slots of column j).
-///
-/// Frozen columns. When a column freezes (converged, broke down, or stopped), the passes
-/// of that iteration run with `Select`: a frozen column keeps its x and r (a NaN in its
-/// p or q never reaches x), and the direction pass sets its p and r to exactly zero.
-/// From then on its α and β are 0 and its q = A·0 = 0, so the plain passes leave x
-/// unchanged and p, r at zero without looking at the column: the loops carry no
-/// per-column condition and vectorise. One column (K = 1) never freezes inside a pass.
-template <index_t K, bool Precond, bool Select, class T>
-inline void update_row(index_t k, const char* live, const T* alpha, T* __restrict x, T* __restrict r,
-                       const T* __restrict p, const T* __restrict q, T m, double* __restrict rr,
-                       double* __restrict rz) {
-  const index_t kk = K ? K : k;
-  for (index_t j = 0; j < kk; ++j) {
-    const bool on = !Select || live[j];
-    const T a = alpha[j];
-    const T xv = x[j] + a * p[j];
-    const T rv = r[j] - a * q[j];
-    const T zv = Precond ? m * rv : rv;
-    x[j] = on ? xv : x[j];
-    r[j] = on ? rv : r[j];
-    rr[j] += on ? static_cast<double>(rv) * static_cast<double>(rv) : 0.0;
-    rz[j] += on ? static_cast<double>(rv) * static_cast<double>(zv) : 0.0;
-  }
-}
-
-/// Row i of the direction pass over its k columns: p = z + β p (z = m r when Precond);
-/// with Select, a frozen column's p and r become zero (see update_row).
-template <index_t K, bool Precond, bool Select, class T>
-inline void direction_row(index_t k, const char* live, const T* beta, T* __restrict p, T* __restrict r, T m) {
-  const index_t kk = K ? K : k;
-  for (index_t j = 0; j < kk; ++j) {
-    const T pv = (Precond ? m * r[j] : r[j]) + beta[j] * p[j];
-    if constexpr (Select) {
-      p[j] = live[j] ? pv : T(0);
-      r[j] = live[j] ? r[j] : T(0);
-    } else {
-      p[j] = pv;
-    }
-  }
 }
 
 /// The callback's answer, agreed on by every process: any process asking to stop (or
@@ -127,10 +79,10 @@ bool stop_requested(const LinearOperator<T>& A, const std::function<bool(index_t
   return stop;
 }
 
-template <index_t K, SolverValue T>
+template <SolverValue T>
 BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, const CgOptions<T>& opt) {
   const char* who = "cg";
-  const index_t n = A.size(), k = K ? K : B.cols;
+  const index_t n = A.size(), k = B.cols;
   A.agree([&] {
     detail::check_dim(B.rows, n, who, "b", "rows", "A.size()");
     if (!(opt.tol >= 0.0)) throw InvalidArgument(detail::concat(who, ": tol = ", opt.tol, " must be >= 0"));
@@ -163,10 +115,9 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   std::vector<double> bb(static_cast<std::size_t>(k)), rz(static_cast<std::size_t>(k));
   std::vector<double> alpha(static_cast<std::size_t>(k)), beta(static_cast<std::size_t>(k));
   std::vector<char> active(static_cast<std::size_t>(k), 1);
-  const char* live = active.data();
   std::vector<T> alpha_t(static_cast<std::size_t>(k)), beta_t(static_cast<std::size_t>(k));
   {
-    ChunkedSums init(n, 3 * k, kLayout<K>);
+    ChunkedSums init(n, 3 * k, layout_for(k));
     init.run(3.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         for (index_t j = 0; j < k; ++j) {
@@ -175,9 +126,9 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
           const T z = minv ? minv[i] * r : r;
           R[i * k + j] = r;
           P[i * k + j] = z;
-          lanes[slot<K>(j, l, 3 * k)] += static_cast<double>(bij) * static_cast<double>(bij);
-          lanes[slot<K>(k + j, l, 3 * k)] += static_cast<double>(r) * static_cast<double>(r);
-          lanes[slot<K>(2 * k + j, l, 3 * k)] += static_cast<double>(r) * static_cast<double>(z);
+          lanes[Block::lane_slot(k, j, l, 3 * k)] += static_cast<double>(bij) * static_cast<double>(bij);
+          lanes[Block::lane_slot(k, k + j, l, 3 * k)] += static_cast<double>(r) * static_cast<double>(r);
+          lanes[Block::lane_slot(k, 2 * k + j, l, 3 * k)] += static_cast<double>(r) * static_cast<double>(z);
         }
       });
     });
@@ -199,10 +150,13 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
     }
   }
 
-  ChunkedSums pq(n, k, kLayout<K>), update(n, 2 * k, kLayout<K>);
-  std::ptrdiff_t zeroed = 0;  // frozen columns whose p, r and z are zero
+  const auto& passes = dispatch::cg_kernels<T>();
+  const kernels::cpu::CgBlock<T> c{k,      X, R.data(), P.data(), Q.data(), minv, active.data(), alpha_t.data(),
+                                   beta_t.data()};
+  ChunkedSums pq(n, k, layout_for(k)), update(n, 2 * k, layout_for(k));
+  std::ptrdiff_t zeroed = 0;  // frozen columns whose p and r are zero
   for (index_t it = 1; it <= opt.max_iter && std::ranges::find(active, 1) != active.end(); ++it) {
-    apply_dot<K>(A, P.data(), Q.data(), n, k, pq);
+    apply_dot(A, c, Q.data(), n, pq);
     for (index_t j = 0; j < k; ++j) {
       if (!active[j]) continue;
       const double pAp = pq.sum(j);
@@ -212,23 +166,12 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
         active[j] = 0;
       }
     }
-    if (K == 1 && !active[0]) break;  // the passes below do not check the column
+    if (k == 1 && !active[0]) break;  // one column is never frozen inside the passes
     for (index_t j = 0; j < k; ++j) alpha_t[j] = active[j] ? static_cast<T>(alpha[j]) : T(0);
-    const auto update_pass = [&]<bool Precond, bool Select>() {
-      update.run(5.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
-        for_rows(r0, r1, [&](index_t i, index_t l) {
-          update_row<K, Precond, Select>(k, live, alpha_t.data(), X + i * k, R.data() + i * k, P.data() + i * k,
-                                 Q.data() + i * k, Precond ? minv[i] : T(1),
-                                 lanes + slot<K>(0, l, 2 * k), lanes + slot<K>(k, l, 2 * k));
-        });
-      });
-    };
-    // Columns frozen but not yet zeroed (see update_row): this iteration's passes select.
-    const bool select = K != 1 && std::ranges::count(active, 0) > zeroed;
-    if (minv && select) update_pass.template operator()<true, true>();
-    else if (minv) update_pass.template operator()<true, false>();
-    else if (select) update_pass.template operator()<false, true>();
-    else update_pass.template operator()<false, false>();
+    // Columns frozen but not yet zeroed: this iteration's passes select (see the top).
+    const bool select = std::ranges::count(active, 0) > zeroed;
+    update.run(5.0 * elements,
+               [&](index_t r0, index_t r1, double* lanes) { passes.update(c, select, r0, r1, lanes); });
     update.reduce(A);
     double worst = 0.0;
     for (index_t j = 0; j < k; ++j) {
@@ -252,20 +195,10 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
         if (active[j]) res.status[j] = SolveStatus::stopped;
       break;
     }
+    if (std::ranges::find(active, 1) == active.end()) break;  // no column needs a direction
     for (index_t j = 0; j < k; ++j) beta_t[j] = active[j] ? static_cast<T>(beta[j]) : T(0);
-    const auto direction_pass = [&]<bool Precond, bool Select>() {
-      update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) {
-        for_rows(r0, r1, [&](index_t i, index_t) {
-          direction_row<K, Precond, Select>(k, live, beta_t.data(), P.data() + i * k, R.data() + i * k,
-                                            Precond ? minv[i] : T(1));
-        });
-      });
-    };
-    const bool zeroing = K != 1 && std::ranges::count(active, 0) > zeroed;
-    if (minv && zeroing) direction_pass.template operator()<true, true>();
-    else if (minv) direction_pass.template operator()<true, false>();
-    else if (zeroing) direction_pass.template operator()<false, true>();
-    else direction_pass.template operator()<false, false>();
+    const bool zeroing = std::ranges::count(active, 0) > zeroed;
+    update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) { passes.direction(c, zeroing, r0, r1); });
     zeroed = std::ranges::count(active, 0);
   }
   return res;
@@ -275,13 +208,13 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
 
 template <SolverValue T>
 BlockSolveResult<T> cg(const LinearOperator<T>& A, DenseView<const std::type_identity_t<T>> B, const CgOptions<T>& options) {
-  return B.cols == 1 ? block_cg<1>(A, B, options) : block_cg<0>(A, B, options);
+  return block_cg(A, B, options);
 }
 
 template <SolverValue T>
 SolveResult<T> cg(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b, const CgOptions<T>& options) {
   detail::check_dim(static_cast<index_t>(b.size()), A.size(), "cg", "b", "elements", "A.size()");
-  BlockSolveResult<T> block = block_cg<1>(A, DenseView<const T>(b.data(), A.size(), 1, 1), options);
+  BlockSolveResult<T> block = block_cg(A, DenseView<const T>(b.data(), A.size(), 1, 1), options);
   const std::span<const T> x = block.X.values();
   return {std::vector<T>(x.begin(), x.end()), block.iterations[0], block.rel_residual[0], block.status[0]};
 }

@@ -113,15 +113,51 @@ struct CsrKernels {
                 index_t r1);
 };
 
+/// Conjugate gradients' vector passes over n x k row-major blocks (solvers/cg.cpp; one
+/// right-hand side is k = 1). A pass covers rows [r0, r1) of one reduction chunk and adds
+/// row r0 + i's terms to lane i % kCgLanes of each reduction: with m reductions, lane l
+/// of reduction j sits at lanes[lane_slot(k, j, l, m)]. One column walks kCgLanes rows of
+/// one reduction (its lanes contiguous), k columns walk a row's reductions (contiguous
+/// by lane). `live[j]` is 0 for a frozen column, which passes with `select` leave alone
+/// (update) or zero (direction: p and r); see solvers/cg.cpp.
+inline constexpr index_t kCgLanes = 8;
+template <class T>
+struct CgBlock {
+  index_t k;
+  T* x;
+  T* r;
+  T* p;
+  const T* q;
+  const T* minv;  // the diagonal preconditioner M⁻¹ (n), or nullptr
+  const char* live;
+  const T* alpha;  // per column (0 for a frozen one)
+  const T* beta;
+
+  static constexpr index_t lane_slot(index_t k, index_t j, index_t l, index_t m) {
+    return k == 1 ? j * kCgLanes + l : l * m + j;
+  }
+};
+
+template <class T>
+struct CgKernels {
+  /// lanes (m = k): pᵀq per column.
+  void (*dot)(const CgBlock<T>&, index_t r0, index_t r1, double* lanes);
+  /// x += α p, r -= α q; lanes (m = 2k): rᵀr per column, then rᵀz (z = M⁻¹ r).
+  void (*update)(const CgBlock<T>&, bool select, index_t r0, index_t r1, double* lanes);
+  /// p = M⁻¹ r + β p.
+  void (*direction)(const CgBlock<T>&, bool select, index_t r0, index_t r1);
+};
+
 // One table per instruction set, each compiled in its own translation unit with its
 // own flags (scalar/, avx2/, avx512/, avx512bf16/), for (TA, TY) in
 // {(float, float), (double, double), (bf16, float), (bf16, bf16)}.
-// SDDMM for T in {float, double, bf16}; CSR kernels for T in {float, double}.
+// SDDMM for T in {float, double, bf16}; CSR and CG kernels for T in {float, double}.
 #define TRNSPARSE_ISA_TABLES(ns)                                   \
   namespace ns {                                                   \
   template <class TA, class TY> BsrKernels<TA, TY> bsr_kernels();  \
   template <class T> SddmmKernels<T> sddmm_kernels();              \
   template <class T> CsrKernels<T> csr_kernels();                  \
+  template <class T> CgKernels<T> cg_kernels();                    \
   }
 TRNSPARSE_ISA_TABLES(scalar)
 TRNSPARSE_ISA_TABLES(avx2)

@@ -1,0 +1,9 @@
+// CG's vector passes (cg_tile.inc) compiled with the AVX-512 flags and -ffp-contract=off (see
+// cg_tile.inc: every ISA rounds as the baseline does).
+#include "kernels/cpu/kernels.hpp"
+
+namespace trnsparse::kernels::cpu::avx512 {
+
+#include "kernels/cpu/cg_tile.inc"
+
+}  // namespace trnsparse::kernels::cpu::avx512
