@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,10 @@ inline std::string str(std::string_view s) {
   }
   return out + "\"";
 }
+
+/// Runs the shell command `cmd` and returns `keys` from the JSON object it prints (the
+/// raw JSON values), or an empty row if it fails or lacks a key.
+Row child_row(const std::string& cmd, std::initializer_list<const char*> keys);
 
 /// The library's portable generator: the same numbers on every platform.
 using Rng = detail::SplitMix64;

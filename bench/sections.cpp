@@ -24,6 +24,25 @@
 
 namespace trnsparse::bench {
 
+Row child_row(const std::string& cmd, std::initializer_list<const char*> keys) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return {};
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe.get())) out += buf;
+  if (pclose(pipe.release()) != 0) return {};
+  Row row;
+  for (const char* key : keys) {
+    const std::string k = std::string("\"") + key + "\":";
+    const auto at = out.find(k);
+    if (at == std::string::npos) return {};
+    const auto begin = at + k.size();
+    const auto end = out.find_first_of(",}", begin);
+    row.emplace_back(key, out.substr(begin, end - begin));
+  }
+  return row;
+}
+
 namespace {
 
 std::string cpu_model() {
@@ -110,23 +129,7 @@ Row dense_child(const Options& o, index_t n, index_t width, int threads) {
                           " --size " + std::to_string(n) + " --widths " + std::to_string(width) + " --dtype " +
                           (o.dtype == "fp64" ? "fp64" : "fp32") + " --reps " + std::to_string(o.reps) +
                           " --threads " + std::to_string(threads) + " --json";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return {};
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, pipe.get())) out += buf;
-  if (pclose(pipe.release()) != 0) return {};
-  // The child's one line: {"dense_ms":..,"rel_err":..,"corename":".."}: pull the values.
-  Row row;
-  for (const char* key : {"dense_ms", "rel_err", "corename"}) {
-    const std::string k = std::string("\"") + key + "\":";
-    const auto at = out.find(k);
-    if (at == std::string::npos) return {};
-    const auto begin = at + k.size();
-    const auto end = out.find_first_of(",}", begin);
-    row.emplace_back(key, out.substr(begin, end - begin));
-  }
-  return row;
+  return child_row(cmd, {"dense_ms", "rel_err", "corename"});
 }
 
 double field(const Row& row, const std::string& key) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -135,10 +136,26 @@ Run eigen_cg(const CsrMatrix<double>& A, std::span<const double> b, int threads)
   return run;
 }
 
+/// PETSc's KSPCG + PCJACOBI on the same problem (b = ones, tolerance kTol): the helper
+/// binary trnsparse-mpi-bench, built next to this one when PETSc is installed (`make
+/// bench-deps`), under mpirun with one process per thread (PETSc runs one thread per
+/// process). Its petsc_iter_ms and petsc_iterations, or an empty row when the helper or
+/// mpirun is missing or fails.
+Row petsc_child(const Options& o, int threads) {
+  if (o.self.empty()) return {};
+  const std::filesystem::path helper = std::filesystem::path(o.self).parent_path() / "trnsparse-mpi-bench";
+  if (!std::filesystem::exists(helper)) return {};
+  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np " +
+                          std::to_string(threads) + " '" + helper.string() + "' --poisson " +
+                          std::to_string(o.poisson_n) + " --reps 1 --tol " + num(kTol) + " 2>/dev/null";
+  return child_row(cmd, {"petsc_iter_ms", "petsc_iterations"});
+}
+
 void storage_row(const Row& head, const std::string& problem, const char* storage, const CsrMatrix<double>& A,
                  const CsrMatrix<double>& stored, const LinearOperator<double>& op, std::span<const double> b,
-                 const Run& eigen, double stream, const Emit& emit) {
+                 const Run& eigen, const Row& petsc, double stream, const Emit& emit) {
   const Run t = trnsparse_cg(A, stored, op, b);
+  const double petsc_ms = petsc.empty() || petsc[0].second == "null" ? NAN : std::stod(petsc[0].second);  // fmin skips NaN
   const double bytes = cg_iteration_bytes(stored);
   const double bound_ms = bytes / stream / 1e6;
   Row row = head;
@@ -157,12 +174,14 @@ void storage_row(const Row& head, const std::string& problem, const char* storag
                          {"eigen_iterations", num(eigen.iterations)},
                          {"eigen_status", str(eigen.status)},
                          {"eigen_rel_residual", num(eigen.rel_residual)},
-                         {"petsc_iter_ms", num(NAN)},  // not measured: PETSc is not a dependency
+                         {"petsc_iter_ms", petsc.empty() ? num(NAN) : petsc[0].second},
+                         {"petsc_iterations", petsc.empty() ? num(NAN) : petsc[1].second},
                          {"bytes_per_iter", num(bytes)},
                          {"stream_gbps", num(stream)},
                          {"bound_iter_ms", num(bound_ms)},
                          {"iter_vs_bound", num(t.iter_ms / bound_ms)},
-                         {"speedup_vs_eigen", num(eigen.iter_ms / t.iter_ms)}});
+                         {"speedup_vs_eigen", num(eigen.iter_ms / t.iter_ms)},
+                         {"speedup_vs_best", num(std::fmin(eigen.iter_ms, petsc_ms) / t.iter_ms)}});
   emit(row);
 }
 
@@ -240,8 +259,9 @@ void solve_section(const Options& o, const Row& head_in, const Emit& emit) {
   const std::vector<double> b(static_cast<std::size_t>(A.rows()), 1.0);
   const std::string problem = "poisson3d_" + std::to_string(o.poisson_n);
   const Run eigen = eigen_cg(A, b, threads);
-  storage_row(head, problem, "full", A, A, LinearOperator<double>(A), b, eigen, stream, emit);
-  storage_row(head, problem, "upper", A, U, LinearOperator<double>(U, Triangle::upper), b, eigen, stream, emit);
+  const Row petsc = petsc_child(o, threads);
+  storage_row(head, problem, "full", A, A, LinearOperator<double>(A), b, eigen, petsc, stream, emit);
+  storage_row(head, problem, "upper", A, U, LinearOperator<double>(U, Triangle::upper), b, eigen, petsc, stream, emit);
   multi_rhs_row(o, head, emit);
 }
 
