@@ -21,6 +21,13 @@ const Table& pick(const Table& scalar, const Table& avx2, const Table& avx512) {
   return scalar;
 }
 
+/// The active ISA's entry of a table that every ISA builds the same way, each built once.
+template <class Table, Table (*Scalar)(), Table (*Avx2)(), Table (*Avx512)()>
+const Table& per_isa() {
+  static const Table scalar = Scalar(), avx2 = Avx2(), avx512 = Avx512();
+  return pick(scalar, avx2, avx512);
+}
+
 }  // namespace
 
 template <class TA, class TY>
@@ -37,26 +44,20 @@ const cpu::BsrKernels<TA, TY>& bsr_kernels() {
 
 template <class T>
 const cpu::SddmmKernels<T>& sddmm_kernels() {
-  static const cpu::SddmmKernels<T> scalar = cpu::scalar::sddmm_kernels<T>();
-  static const cpu::SddmmKernels<T> avx2 = cpu::avx2::sddmm_kernels<T>();
-  static const cpu::SddmmKernels<T> avx512 = cpu::avx512::sddmm_kernels<T>();
-  return pick(scalar, avx2, avx512);
+  return per_isa<cpu::SddmmKernels<T>, &cpu::scalar::sddmm_kernels<T>, &cpu::avx2::sddmm_kernels<T>,
+                 &cpu::avx512::sddmm_kernels<T>>();
 }
 
 template <class T>
 const cpu::CsrKernels<T>& csr_kernels() {
-  static const cpu::CsrKernels<T> scalar = cpu::scalar::csr_kernels<T>();
-  static const cpu::CsrKernels<T> avx2 = cpu::avx2::csr_kernels<T>();
-  static const cpu::CsrKernels<T> avx512 = cpu::avx512::csr_kernels<T>();
-  return pick(scalar, avx2, avx512);
+  return per_isa<cpu::CsrKernels<T>, &cpu::scalar::csr_kernels<T>, &cpu::avx2::csr_kernels<T>,
+                 &cpu::avx512::csr_kernels<T>>();
 }
 
 template <class T>
 const cpu::CgKernels<T>& cg_kernels() {
-  static const cpu::CgKernels<T> scalar = cpu::scalar::cg_kernels<T>();
-  static const cpu::CgKernels<T> avx2 = cpu::avx2::cg_kernels<T>();
-  static const cpu::CgKernels<T> avx512 = cpu::avx512::cg_kernels<T>();
-  return pick(scalar, avx2, avx512);
+  return per_isa<cpu::CgKernels<T>, &cpu::scalar::cg_kernels<T>, &cpu::avx2::cg_kernels<T>,
+                 &cpu::avx512::cg_kernels<T>>();
 }
 
 template const cpu::BsrKernels<float, float>& bsr_kernels<float, float>();
