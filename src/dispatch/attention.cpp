@@ -17,7 +17,11 @@ const cpu::AttentionKernels<T>& attention_kernels() {
   } else {
     static const cpu::AttentionKernels<T> scalar = cpu::scalar::attention_kernels<T>();
     static const cpu::AttentionKernels<T> avx2 = cpu::avx2::attention_kernels<T>();
-    static const cpu::AttentionKernels<T> avx512 = cpu::avx512::attention_kernels<T>();
+    static const cpu::AttentionKernels<T> avx512 = [] {
+      if constexpr (std::is_same_v<T, bf16>)
+        if (cpu_features().avx512_bf16) return cpu::avx512bf16::attention_kernels_bf16();
+      return cpu::avx512::attention_kernels<T>();
+    }();
     switch (active_isa()) {
       case Isa::scalar: return scalar;
       case Isa::avx2: return avx2;

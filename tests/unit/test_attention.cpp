@@ -1,6 +1,7 @@
 // Block-sparse attention: masks against element predicates, forward and backward (fp32,
 // bf16 and double operands) against a float64 dense masked-softmax reference (and central
-// finite differences), the CPU kernels against the scalar reference kernels on every ISA,
+// finite differences), the CPU kernels against the scalar reference kernels on every ISA
+// (bf16 on AVX512-BF16: the vdpbf16ps kernels, and the widening AVX-512 ones directly),
 // bitwise determinism across thread counts, and argument validation.
 #include <algorithm>
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "dispatch/attention.hpp"
 #include "kernels/reference/attention.hpp"
 #include "support.hpp"
 #include "trnsparse/attention.hpp"
@@ -266,12 +268,37 @@ void expect_close(const std::vector<T>& got, const Heads64& want, double tol, co
   EXPECT_LE(worst, tol * scale) << what;
 }
 
-/// Tolerance of one computation in T: fp32 (fp64) accumulation error over the d- and
-/// key-long sums (a few hundred terms at most here), or bf16's rounding of the output.
+/// Tolerance of the forward output O in T, relative to max(1, max |want|): fp32 (fp64)
+/// accumulation error over the d- and key-long sums (a few hundred terms at most here).
+/// bf16 (u = 2^-8, rounding to nearest errs by at most u/2; the reference sees the same
+/// bf16 inputs, widened exactly): S = Q Kᵀ is exact bf16 products summed in fp32, so the
+/// rounding that counts is P's to bf16 before P V (the vdpbf16ps kernels; l keeps fp32 P)
+/// and O's own. O_i = Σ_j P_ij (1 + δ_ij) V_j / l_i with |δ| <= u/2 is off by at most
+/// (u/2) Σ_j P_ij |V_j| / l_i <= (u/2) max |V|, whatever the number of keys (a convex
+/// combination), and |V| <= 1 here; with O's rounding, u · (1 + the fp32 terms, ~1e-2
+/// of u); 2u leaves a factor 2. (Kernel against reference kernel: both round O, 1.5u.)
 template <class T>
 double tolerance() {
   if constexpr (std::is_same_v<T, double>) return 1e-12;
-  return std::is_same_v<T, bf16> ? 4 * unit_roundoff<bf16> : 1e-4;
+  return std::is_same_v<T, bf16> ? 2 * unit_roundoff<bf16> : 1e-4;
+}
+
+/// Tolerance of the gradients, relative to max(1, max |want|), for sums of at most
+/// `terms` products (the longer of queries and keys bounds both kinds of sum): four times
+/// O's for fp32 and fp64. bf16: each gradient entry sums terms x_k y_k of which one factor
+/// was rounded to bf16 (P in dV = Σ P dO, dS in dQ = scale Σ dS K and dK = scale Σ dSᵀ Q),
+/// so it errs by at most (u/2) Σ_k |x_k y_k|. For the tests' independent random signs,
+/// Σ_k |x_k y_k| is about sqrt(terms) times the largest |Σ_k x_k y_k|, a bound of
+/// (u/2) sqrt(terms) relative to the output (the errors themselves partly cancel: about u
+/// is seen). dS also carries D = rowsum(dO ∘ O) computed from the bf16 O (|ΔO| <= u
+/// above, scale · ΔD · Σ_j P_ij K_j: about u), and the output is rounded (u/2), so
+/// u (sqrt(terms) / 2 + 2).
+template <class T>
+double gradient_tolerance(index_t terms) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return unit_roundoff<bf16> * (std::sqrt(static_cast<double>(terms)) / 2 + 2);
+  else
+    return 4 * tolerance<T>();
 }
 
 /// Tolerance of the row statistics (lse), relative to 1 + |lse|.
@@ -291,9 +318,10 @@ void check_against_dense(Problem<T>& p, const AttentionMask& m, acc_t<T> scale, 
     ASSERT_NEAR(p.lse[t], ref.lse[t], lse_tolerance<T>() * (1 + std::fabs(ref.lse[t])));
   if (!backward) return;
   p.backward(m, scale);
-  expect_close(p.dQ, ref.dQ, 4 * tolerance<T>(), "dQ");
-  expect_close(p.dK, ref.dK, 4 * tolerance<T>(), "dK");
-  expect_close(p.dV, ref.dV, 4 * tolerance<T>(), "dV");
+  const double tol = gradient_tolerance<T>(std::max(p.nq, p.nk));
+  expect_close(p.dQ, ref.dQ, tol, "dQ");
+  expect_close(p.dK, ref.dK, tol, "dK");
+  expect_close(p.dV, ref.dV, tol, "dV");
 }
 
 struct NamedMask {
@@ -321,14 +349,26 @@ TYPED_TEST_SUITE(AttentionTyped, AttentionTypes);
 TYPED_TEST(AttentionTyped, EveryMaskAgainstDenseFloat64) {
   using T = TypeParam;
   const index_t seq = 45, b = 8;  // 45 is not a multiple of the block
-  const index_t dims[] = {32, 64, 100, 128, 256};
-  std::size_t t = 0;
-  for (const auto& [name, m] : all_masks(seq, b)) {
-    const index_t d = dims[t++ % 5];
-    SCOPED_TRACE(name + ", d = " + std::to_string(d));
-    auto p = make_problem<T>(this->rng, 1, 2, seq, seq, d, 2.0);
-    check_against_dense(p, m, 0, true);
-  }
+  for (const auto& [name, m] : all_masks(seq, b))
+    for (index_t d : {32, 64, 100, 128, 256}) {
+      SCOPED_TRACE(name + ", d = " + std::to_string(d));
+      auto p = make_problem<T>(this->rng, 1, 2, seq, seq, d, 2.0);
+      check_against_dense(p, m, 0, true);
+    }
+}
+
+/// Odd block sizes and head dimensions: the bf16 pair kernels pad keys, queries and d to
+/// even with zeros (a block of b keys holds ceil(b / 2) pairs).
+TYPED_TEST(AttentionTyped, OddBlockSizeAndHeadDim) {
+  using T = TypeParam;
+  const index_t seq = 23;
+  for (index_t b : {1, 5, 7})
+    for (const auto& [name, m] : all_masks(seq, b))
+      for (index_t d : {3, 33}) {
+        SCOPED_TRACE(name + ", b = " + std::to_string(b) + ", d = " + std::to_string(d));
+        auto p = make_problem<T>(this->rng, 1, 1, seq, seq, d, 1.5);
+        check_against_dense(p, m, 0, true);
+      }
 }
 
 TYPED_TEST(AttentionTyped, HeadDimsAndBatchedHeads) {
@@ -381,9 +421,9 @@ TYPED_TEST(AttentionTyped, CrossAttentionDenseViews) {
   attention_backward<T>(m, cv(Q, nq), cv(K, nk), cv(V, nk), cv(O, nq), cv(dOp, nq), lse, mv(dQ, nq), mv(dK, nk),
                         mv(dV, nk), 0.25f);
   expect_close(unpad(O, nq), ref.O, tolerance<T>(), "O");
-  expect_close(unpad(dQ, nq), ref.dQ, 4 * tolerance<T>(), "dQ");
-  expect_close(unpad(dK, nk), ref.dK, 4 * tolerance<T>(), "dK");
-  expect_close(unpad(dV, nk), ref.dV, 4 * tolerance<T>(), "dV");
+  expect_close(unpad(dQ, nq), ref.dQ, gradient_tolerance<T>(nk), "dQ");
+  expect_close(unpad(dK, nk), ref.dK, gradient_tolerance<T>(nk), "dK");
+  expect_close(unpad(dV, nk), ref.dV, gradient_tolerance<T>(nk), "dV");
   for (index_t i = 0; i < nq; ++i) {  // columns beyond d untouched
     EXPECT_EQ(as_double(O[i * ld + d]), 7.0);
     EXPECT_EQ(as_double(dQ[i * ld + d + 2]), 7.0);
@@ -438,45 +478,57 @@ TYPED_TEST(AttentionTyped, BitwiseEqualForOneTwoThreeThreads) {
 
 /// The CPU kernels of every supported ISA against the scalar reference kernels (for
 /// double, which runs the reference kernels on every ISA: the dispatch through the API).
+/// For bf16 on a CPU with AVX512-BF16, the avx512 entry runs the vdpbf16ps kernels, and
+/// the widening AVX-512 kernels, which dispatch passes over there, run from their table.
 TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
   using T = TypeParam;
   const Isa before = active_isa();
   const auto m = mask::document(std::vector<index_t>{11, 30, 9}, 16, true);
   auto p = make_problem<T>(this->rng, 1, 2, 50, 50, 36, 2.0);
-  // The reference on the same problem.
-  Problem<T> r = p;
-  kernels::cpu::AttentionProblem<T> k{};
   const BsrStructure& s = m.structure();
   const auto& bsc = plan(m.structure_ptr())->transposed();
-  k.b = s.block_size();
-  k.queries = k.keys = 50;
-  k.block_rows = k.block_cols = s.block_rows();
-  k.dim = 36;
-  k.heads = 2;
-  k.ptr = s.block_row_ptr().data();
-  k.idx = s.block_col_indices().data();
-  k.col_ptr = bsc.col_ptr.data();
-  k.row_idx = bsc.row_idx.data();
-  k.perm = bsc.perm.data();
-  k.partial = m.partial_index().data();
-  k.masks = m.partial_masks().data();
-  k.scale = acc_t<T>(1) / std::sqrt(acc_t<T>(36));
-  k.Q = {r.Q.data(), 36, 50 * 36};
-  k.K = {r.K.data(), 36, 50 * 36};
-  k.V = {r.V.data(), 36, 50 * 36};
-  k.O = {r.O.data(), 36, 50 * 36};
-  k.lse = r.lse.data();
-  k.Oin = {r.O.data(), 36, 50 * 36};
-  k.dO = {r.dO.data(), 36, 50 * 36};
-  k.lse_in = r.lse.data();
-  k.dQ = {r.dQ.data(), 36, 50 * 36};
-  k.dK = {r.dK.data(), 36, 50 * 36};
-  k.dV = {r.dV.data(), 36, 50 * 36};
-  const auto ref = kernels::reference::attention_kernels<T>();
-  std::vector<std::byte> work(ref.workspace_bytes(k));
-  ref.forward(k, work.data(), 0, k.heads * k.block_rows);
-  ref.backward_dq(k, work.data(), 0, k.heads * k.block_rows);
-  ref.backward_dkv(k, work.data(), 0, k.heads * k.block_cols);
+  // Forward and backward of x with the kernels of `table`, all units on this thread.
+  auto run = [&](const kernels::cpu::AttentionKernels<T>& table, Problem<T>& x) {
+    kernels::cpu::AttentionProblem<T> k{};
+    k.b = s.block_size();
+    k.queries = k.keys = 50;
+    k.block_rows = k.block_cols = s.block_rows();
+    k.dim = 36;
+    k.heads = 2;
+    k.ptr = s.block_row_ptr().data();
+    k.idx = s.block_col_indices().data();
+    k.col_ptr = bsc.col_ptr.data();
+    k.row_idx = bsc.row_idx.data();
+    k.perm = bsc.perm.data();
+    k.partial = m.partial_index().data();
+    k.masks = m.partial_masks().data();
+    k.scale = acc_t<T>(1) / std::sqrt(acc_t<T>(36));
+    k.Q = {x.Q.data(), 36, 50 * 36};
+    k.K = {x.K.data(), 36, 50 * 36};
+    k.V = {x.V.data(), 36, 50 * 36};
+    k.O = {x.O.data(), 36, 50 * 36};
+    k.lse = x.lse.data();
+    k.Oin = {x.O.data(), 36, 50 * 36};
+    k.dO = {x.dO.data(), 36, 50 * 36};
+    k.lse_in = x.lse.data();
+    k.dQ = {x.dQ.data(), 36, 50 * 36};
+    k.dK = {x.dK.data(), 36, 50 * 36};
+    k.dV = {x.dV.data(), 36, 50 * 36};
+    std::vector<std::byte> work(table.workspace_bytes(k));
+    table.forward(k, work.data(), 0, k.heads * k.block_rows);
+    table.backward_dq(k, work.data(), 0, k.heads * k.block_rows);
+    table.backward_dkv(k, work.data(), 0, k.heads * k.block_cols);
+  };
+  Problem<T> r = p;  // the reference on the same problem
+  run(kernels::reference::attention_kernels<T>(), r);
+  auto expect_near_reference = [&](const Problem<T>& q) {
+    expect_close(q.O, r.wide(r.O, 50), tolerance<T>(), "O");
+    for (std::size_t t = 0; t < q.lse.size(); ++t)
+      EXPECT_NEAR(q.lse[t], r.lse[t], lse_tolerance<T>() * (1 + std::fabs(r.lse[t])));
+    expect_close(q.dQ, r.wide(r.dQ, 50), gradient_tolerance<T>(50), "dQ");
+    expect_close(q.dK, r.wide(r.dK, 50), gradient_tolerance<T>(50), "dK");
+    expect_close(q.dV, r.wide(r.dV, 50), gradient_tolerance<T>(50), "dV");
+  };
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
     if (!isa_supported(isa)) continue;
     SCOPED_TRACE(std::string(to_string(isa)));
@@ -484,12 +536,33 @@ TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
     Problem<T> q = p;
     q.forward(m);
     q.backward(m);
-    expect_close(q.O, r.wide(r.O, 50), tolerance<T>(), "O");
-    for (std::size_t t = 0; t < q.lse.size(); ++t)
-      EXPECT_NEAR(q.lse[t], r.lse[t], lse_tolerance<T>() * (1 + std::fabs(r.lse[t])));
-    expect_close(q.dQ, r.wide(r.dQ, 50), 4 * tolerance<T>(), "dQ");
-    expect_close(q.dK, r.wide(r.dK, 50), 4 * tolerance<T>(), "dK");
-    expect_close(q.dV, r.wide(r.dV, 50), 4 * tolerance<T>(), "dV");
+    expect_near_reference(q);
+  }
+  set_isa(before);
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (isa_supported(Isa::avx512)) {
+      SCOPED_TRACE("avx512, widening kernels");
+      Problem<T> q = p;
+      run(kernels::cpu::avx512::attention_kernels<T>(), q);
+      expect_near_reference(q);
+    }
+  }
+}
+
+/// bf16 runs on the vdpbf16ps kernels on avx512 (also when forced) if the CPU has
+/// AVX512-BF16, on the widening tile kernels otherwise; fp32 never on them.
+TEST(Attention, Bf16PairKernelsWhereAvx512Bf16) {
+  const Isa before = active_isa();
+  const auto pairs = kernels::cpu::avx512bf16::attention_kernels_bf16();
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    if (!isa_supported(isa)) continue;
+    SCOPED_TRACE(std::string(to_string(isa)));
+    set_isa(isa);
+    const auto& k = dispatch::attention_kernels<bf16>();
+    const bool want = isa == Isa::avx512 && cpu_features().avx512_bf16;
+    EXPECT_EQ(k.forward == pairs.forward, want);
+    EXPECT_EQ(k.backward_dq == pairs.backward_dq, want);
+    EXPECT_EQ(k.backward_dkv == pairs.backward_dkv, want);
   }
   set_isa(before);
 }

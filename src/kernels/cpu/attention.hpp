@@ -1,6 +1,7 @@
 // Block-sparse attention as plain arrays, and the table of kernels each instruction set
 // provides (attention_tile.inc, instantiated per ISA in <isa>/attention.cpp, for fp32 and
-// bf16; double operands use the reference kernels' table on every ISA).
+// bf16, plus a bf16 table on vdpbf16ps in avx512bf16/attention.cpp; double operands use
+// the reference kernels' table on every ISA).
 //
 // Work units: the forward and dQ walk unit u = h * block_rows + I (head h, query block
 // row I) over the stored blocks of block row I; dK and dV walk u = h * block_cols + J
@@ -70,5 +71,10 @@ TRNSPARSE_ATTENTION_TABLES(scalar)
 TRNSPARSE_ATTENTION_TABLES(avx2)
 TRNSPARSE_ATTENTION_TABLES(avx512)
 #undef TRNSPARSE_ATTENTION_TABLES
+
+namespace avx512bf16 {
+/// bf16 attention with its products on vdpbf16ps; needs AVX512-BF16.
+AttentionKernels<bf16> attention_kernels_bf16();
+}
 
 }  // namespace trnsparse::kernels::cpu

@@ -67,4 +67,11 @@ constexpr int kAttnNV = 2;
 
 #include "kernels/cpu/attention_tile.inc"
 
+template <class T>
+AttentionKernels<T> attention_kernels() {
+  return attention_detail::table<T, attention_detail::WideProducts>();
+}
+template AttentionKernels<float> attention_kernels<float>();
+template AttentionKernels<bf16> attention_kernels<bf16>();
+
 }  // namespace trnsparse::kernels::cpu::avx2

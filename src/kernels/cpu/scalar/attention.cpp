@@ -35,4 +35,11 @@ constexpr int kAttnNV = 4;
 
 #include "kernels/cpu/attention_tile.inc"
 
+template <class T>
+AttentionKernels<T> attention_kernels() {
+  return attention_detail::table<T, attention_detail::WideProducts>();
+}
+template AttentionKernels<float> attention_kernels<float>();
+template AttentionKernels<bf16> attention_kernels<bf16>();
+
 }  // namespace trnsparse::kernels::cpu::scalar
