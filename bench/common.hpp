@@ -55,6 +55,13 @@ inline std::string str(std::string_view s) {
 /// raw JSON values), or an empty row if it fails or lacks a key.
 Row child_row(const std::string& cmd, std::initializer_list<const char*> keys);
 
+/// The dense GEMM (n x n times n x width, fp32 unless o.dtype is fp64) in a child process
+/// with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so that OpenBLAS picks its own
+/// kernel for this CPU: dense_ms, rel_err, corename, or empty if the child failed.
+Row dense_child(const Options& o, index_t n, index_t width, int threads);
+/// A row's value as a number (NaN for null or a missing key).
+double field(const Row& row, const std::string& key);
+
 /// The library's portable generator: the same numbers on every platform.
 using Rng = detail::SplitMix64;
 

@@ -43,7 +43,34 @@ Row child_row(const std::string& cmd, std::initializer_list<const char*> keys) {
   return row;
 }
 
+/// Runs the dense baseline in a child process with OPENBLAS_CORETYPE and
+/// OPENBLAS_L2_SIZE unset (OpenBLAS then picks its own kernel for this CPU). Returns
+/// the child's row (dense_ms, rel_err, corename), empty if the child failed.
+Row dense_child(const Options& o, index_t n, index_t width, int threads) {
+  if (o.self.empty()) return {};
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE '" + o.self + "' bench --section dense-child" +
+                          " --size " + std::to_string(n) + " --widths " + std::to_string(width) + " --dtype " +
+                          (o.dtype == "fp64" ? "fp64" : "fp32") + " --reps " + std::to_string(o.reps) +
+                          " --threads " + std::to_string(threads) + " --json";
+  return child_row(cmd, {"dense_ms", "rel_err", "corename"});
+}
+
+double field(const Row& row, const std::string& key) {
+  for (const auto& [k, v] : row)
+    if (k == key) return v == "null" ? NAN : std::stod(v);
+  return NAN;
+}
+
 namespace {
+
+/// The dense GEMM baseline for C (n x width) = A (n x n) B: in this process and in a
+/// child with OpenBLAS's own kernel choice; the faster one that computes correctly.
+struct DenseBaseline {
+  double ms = NAN;
+  std::string core;
+  double inproc_ms = NAN;
+  double child_ms = NAN;
+};
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -119,33 +146,6 @@ double csr_rel_err(const CsrMatrix<T>& A, DenseView<const T> X, DenseView<const 
       },
       [&](index_t i, index_t j) { return static_cast<double>(Y(i, j)); });
 }
-
-/// Runs the dense baseline in a child process with OPENBLAS_CORETYPE and
-/// OPENBLAS_L2_SIZE unset (OpenBLAS then picks its own kernel for this CPU). Returns
-/// the child's row (dense_ms, rel_err, corename), empty if the child failed.
-Row dense_child(const Options& o, index_t n, index_t width, int threads) {
-  if (o.self.empty()) return {};
-  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE '" + o.self + "' bench --section dense-child" +
-                          " --size " + std::to_string(n) + " --widths " + std::to_string(width) + " --dtype " +
-                          (o.dtype == "fp64" ? "fp64" : "fp32") + " --reps " + std::to_string(o.reps) +
-                          " --threads " + std::to_string(threads) + " --json";
-  return child_row(cmd, {"dense_ms", "rel_err", "corename"});
-}
-
-double field(const Row& row, const std::string& key) {
-  for (const auto& [k, v] : row)
-    if (k == key) return v == "null" ? NAN : std::stod(v);
-  return NAN;
-}
-
-/// The dense GEMM baseline for C (n x width) = A (n x n) B: in this process and in a
-/// child with OpenBLAS's own kernel choice; the faster one that computes correctly.
-struct DenseBaseline {
-  double ms = NAN;
-  std::string core;
-  double inproc_ms = NAN;
-  double child_ms = NAN;
-};
 
 template <class G>
 DenseBaseline dense_baseline(const Options& o, const Dense<G>& A, const Dense<G>& B, int threads) {
