@@ -83,8 +83,14 @@ std::string cpu_model() {
 Row header(const char* section, const Options& o, int threads) {
   static const std::string machine = cpu_model();
   const char* wait = std::getenv("OMP_WAIT_POLICY");
-  return {{"section", str(section)}, {"machine", str(machine)}, {"isa", str(to_string(active_isa()))},
-          {"threads", num(threads)},  {"dtype", str(o.dtype)},   {"omp_wait_policy", str(wait ? wait : "default")}};
+  const char* spin = std::getenv("OPENBLAS_THREAD_TIMEOUT");
+  return {{"section", str(section)},
+          {"machine", str(machine)},
+          {"isa", str(to_string(active_isa()))},
+          {"threads", num(threads)},
+          {"dtype", str(o.dtype)},
+          {"omp_wait_policy", str(wait ? wait : "default")},
+          {"openblas_thread_timeout", str(spin ? spin : "default")}};
 }
 
 /// A random b x b block pattern of the given block density on an n x n matrix, values

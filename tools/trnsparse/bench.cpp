@@ -27,12 +27,16 @@ std::string self_path() {
   return n > 0 ? std::string(path.data(), static_cast<std::size_t>(n)) : std::string();
 }
 
-/// Idle OpenMP workers spin by default, and so do OpenBLAS's threads: on a machine with
-/// few cores, the spinning team of one library steals the cores of the next one timed.
-/// The benchmark therefore runs with OMP_WAIT_POLICY=passive, re-executing itself with
-/// it set when the caller did not choose a policy. Returns only when nothing was done.
+/// Idle OpenMP workers spin by default, and so do OpenBLAS's threads (its pthreads
+/// build spins about 2^28 cycles, some 0.1 s, after every call): on a machine with few
+/// cores, the spinning team of one library steals the cores of the next one timed (a
+/// 7 ms attention forward timed right after the dense baseline ran at half speed). The
+/// benchmark therefore runs with OMP_WAIT_POLICY=passive and OPENBLAS_THREAD_TIMEOUT=4
+/// (OpenBLAS's shortest spin, 2^4 cycles), re-executing itself with whichever the
+/// caller did not set. Returns only when nothing was done.
 void ensure_passive_wait_policy(const std::string& self) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || self.empty()) return;
+  const bool omp = std::getenv("OMP_WAIT_POLICY") != nullptr, blas = std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr;
+  if ((omp && blas) || self.empty()) return;
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<std::string> args;
@@ -44,7 +48,8 @@ void ensure_passive_wait_policy(const std::string& self) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  setenv("OMP_WAIT_POLICY", "passive", 1);
+  if (!omp) setenv("OMP_WAIT_POLICY", "passive", 1);
+  if (!blas) setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
   std::fflush(stdout);
   execv(self.c_str(), argv.data());  // returns only on failure: then measure as we are
 }
