@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "baselines.hpp"
@@ -284,6 +285,15 @@ void attention_rows(const Options& o, const Row& head, const Emit& emit) {
                                {"speedup_fwd", num(dt.fwd_ms / fwd_ms)},
                                {"speedup_fwd_bwd", num(dt.fwd_bwd_ms / fwd_bwd_ms)},
                                {"target_speedup_fwd_bwd", num(0.5 / density)}});
+        if constexpr (std::is_same_v<T, bf16>) {
+          // The fp32 kernels on the widened inputs, timed in this run: the bf16 speedup.
+          std::vector<float> Of(Qf.size()), lsef(static_cast<std::size_t>(seq));
+          const auto fview = [&](const std::vector<float>& x) { return DenseView<const float>(x.data(), seq, d, d); };
+          const double fp32_fwd_ms = median_ms(o.reps, [&] {
+            attention_forward<float>(m, fview(Qf), fview(Kf), fview(Vf), DenseView<float>(Of.data(), seq, d, d), lsef);
+          });
+          row.insert(row.end(), {{"fp32_fwd_ms", num(fp32_fwd_ms)}, {"bf16_fwd_speedup", num(fp32_fwd_ms / fwd_ms)}});
+        }
         emit(row);
       }
     }
