@@ -65,6 +65,13 @@ Dense<T> screened_spmm(const BsrMatrix<T>& A, std::span<const std::type_identity
 template <ScreenValue T>
 Dense<T> screened_spmm(const BsrMatrix<T>& A, std::span<const std::type_identity_t<T>> diag,
                        DenseView<const std::type_identity_t<T>> B, double threshold);
+/// The same into C (A.rows() x k, overwritten), which an iterative caller (an SCF loop)
+/// allocates once. @throw as above; DimensionMismatch for C of the wrong shape;
+/// InvalidArgument if C overlaps B or A.
+template <ScreenValue T>
+void screened_spmm(const BsrMatrix<T>& A, std::span<const std::type_identity_t<T>> row_diag,
+                   std::span<const std::type_identity_t<T>> col_diag, DenseView<const std::type_identity_t<T>> B,
+                   double threshold, DenseView<T> C);
 
 /// Gradients of C = (A ∘ M) B given dC (A.rows() x k): dA = (dC Bᵀ) ∘ M on A's stored
 /// structure (shared; skipped blocks are zero and not computed), dB = (A ∘ M)ᵀ dC.

@@ -19,6 +19,7 @@
 #include "ops/run.hpp"
 #include "plan/split.hpp"
 #include "runtime/checks.hpp"
+#include "runtime/workspace.hpp"
 #include "trnsparse/screening.hpp"
 
 namespace trnsparse {
@@ -114,8 +115,11 @@ template <ScreenValue T>
 void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T> B, DenseView<T> C) {
   const BsrStructure& st = A.structure();
   const index_t b = st.block_size(), kept = static_cast<index_t>(sc.kept_pos.size());
-  std::vector<T> masked = detail::make_vector<T>(detail::checked_mul(sc.partials, b * b, "screened_spmm: partial blocks"),
-                                                 "screened_spmm: partial blocks");
+  // The masked copies live in this thread's operand workspace: no fresh pages per call.
+  const index_t masked_values = detail::checked_mul(sc.partials, b * b, "screened_spmm: partial blocks");
+  T* masked = reinterpret_cast<T*>(detail::thread_workspace(
+      detail::checked_mul(masked_values, static_cast<index_t>(sizeof(T)), "screened_spmm: partial blocks"),
+      detail::Workspace::operands));
   std::vector<const T*> at(static_cast<std::size_t>(kept));
   std::vector<unsigned char> packs(static_cast<std::size_t>(st.block_cols()), 0);
   index_t partial = 0;
@@ -125,7 +129,7 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
       packs[bj] = 1;
       at[k] = A.block(q).data();
       if (sc.tile[static_cast<std::size_t>(q)] != Tile::partial) continue;
-      T* blk = masked.data() + partial++ * b * b;
+      T* blk = masked + partial++ * b * b;
       std::copy_n(at[k], b * b, blk);
       apply_mask(blk, b, bi, bj, sc);
       at[k] = blk;
@@ -201,15 +205,23 @@ SparsityStats sparsity_stats(const CsrMatrix<T>& A) {
 }
 
 template <ScreenValue T>
+void screened_spmm(const BsrMatrix<T>& A, std::span<const std::type_identity_t<T>> row_diag,
+                   std::span<const std::type_identity_t<T>> col_diag, DenseView<const std::type_identity_t<T>> B,
+                   double threshold, DenseView<T> C) {
+  const char* who = "screened_spmm";
+  const Screen sc = screen_blocks(A, row_diag, col_diag, threshold, who);
+  detail::check_spmm(who, A.rows(), A.cols(), B, C);
+  detail::check_no_alias(A.blocks().data(), A.blocks().size_bytes(), C.data, detail::span_bytes(C), who, "A", "C");
+  if (C.rows == 0 || C.cols == 0) return;
+  screened_product(A, sc, B, C);
+}
+
+template <ScreenValue T>
 Dense<T> screened_spmm(const BsrMatrix<T>& A, std::span<const std::type_identity_t<T>> row_diag,
                        std::span<const std::type_identity_t<T>> col_diag, DenseView<const std::type_identity_t<T>> B,
                        double threshold) {
-  const char* who = "screened_spmm";
-  const Screen sc = screen_blocks(A, row_diag, col_diag, threshold, who);
-  detail::check_dim(B.rows, A.cols(), who, "B", "rows", "A.cols()");
   Dense<T> C(A.rows(), B.cols);
-  if (C.rows() == 0 || C.cols() == 0) return C;
-  screened_product(A, sc, B, C.view());
+  screened_spmm<T>(A, row_diag, col_diag, B, threshold, C.view());
   return C;
 }
 
@@ -264,6 +276,8 @@ SpmmGradients<BsrMatrix<T>, T> screened_spmm_backward(const BsrMatrix<T>& A,
   template Dense<T> screened_spmm<T>(const BsrMatrix<T>&, std::span<const T>, std::span<const T>,                  \
                                      DenseView<const T>, double);                                                   \
   template Dense<T> screened_spmm<T>(const BsrMatrix<T>&, std::span<const T>, DenseView<const T>, double);         \
+  template void screened_spmm<T>(const BsrMatrix<T>&, std::span<const T>, std::span<const T>, DenseView<const T>,  \
+                                 double, DenseView<T>);                                                             \
   template SpmmGradients<BsrMatrix<T>, T> screened_spmm_backward<T>(const BsrMatrix<T>&, std::span<const T>,       \
                                                                     std::span<const T>, DenseView<const T>,        \
                                                                     DenseView<const T>, double);

@@ -19,9 +19,11 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 }  // namespace
 
-std::byte* thread_workspace(std::size_t bytes) {
-  thread_local std::unique_ptr<std::byte, FreeDeleter> buffer;
-  thread_local std::size_t capacity = 0;
+std::byte* thread_workspace(std::size_t bytes, Workspace slot) {
+  thread_local std::unique_ptr<std::byte, FreeDeleter> buffers[2];
+  thread_local std::size_t capacities[2] = {0, 0};
+  std::unique_ptr<std::byte, FreeDeleter>& buffer = buffers[static_cast<int>(slot)];
+  std::size_t& capacity = capacities[static_cast<int>(slot)];
   if (bytes <= capacity) return buffer.get();
   // Grow geometrically so a sequence of growing calls allocates O(log) times.
   std::size_t want = round_to_line(bytes > 2 * capacity ? bytes : 2 * capacity);

@@ -1,6 +1,7 @@
 // Screening: bounds, quartet and density screening, statistics, and the screened product
 // (tiled path and reference twin) against a dense float64 reference.
 #include <cmath>
+#include <limits>
 
 #include "kernels/reference/screening.hpp"
 #include "support.hpp"
@@ -91,6 +92,12 @@ TYPED_TEST(Screening, ProductMatchesMaskedDenseAndTheReferenceKernel) {
       if (t == 1e30) {
         for (const T v : C.values()) EXPECT_EQ(v, T(0));  // nothing kept
       }
+
+      // Into a caller's C holding garbage: every element written, the same bits.
+      Dense<T> into(m, k);
+      std::fill(into.values().begin(), into.values().end(), std::numeric_limits<T>::quiet_NaN());
+      screened_spmm(A, std::span<const T>(rd), std::span<const T>(cd), B.view(), t, into.view());
+      EXPECT_TRUE(same_matrix<T>(into.view(), C.view()));
     }
   }
 }
@@ -193,6 +200,14 @@ TEST(ScreeningUtilities, ArgumentsAreChecked) {
   EXPECT_THAT([&] { (void)screened_spmm(A, std::span<const double>(bad), std::span<const double>(c), B.view(), 0.0); },
               throws_naming<InvalidArgument>("row_diag[2]"));
   EXPECT_THAT([&] { (void)screen_quartets(std::vector<double>{1.0, -1.0}, 0.0); }, throws_naming<InvalidArgument>("Q[1]"));
+  Dense<double> wrong(4, 3), C(4, 2);
+  EXPECT_THAT([&] { screened_spmm(A, std::span<const double>(r), std::span<const double>(c), B.view(), 0.0, wrong.view()); },
+              throws_naming<DimensionMismatch>("C"));
+  Dense<double> BC(4, 2);  // B's rows are C's first rows: they overlap
+  const DenseView<const double> Bpart(BC.values().data(), 3, 2, 2);
+  EXPECT_THAT([&] { screened_spmm(A, std::span<const double>(r), std::span<const double>(c), Bpart, 0.0, BC.view()); },
+              throws_naming<InvalidArgument>("overlap"));
+  screened_spmm(A, std::span<const double>(r), std::span<const double>(c), B.view(), 0.0, C.view());
 }
 
 }  // namespace
