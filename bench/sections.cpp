@@ -57,7 +57,11 @@ Row dense_child(const Options& o, index_t n, index_t width, int threads) {
 
 double field(const Row& row, const std::string& key) {
   for (const auto& [k, v] : row)
-    if (k == key) return v == "null" ? NAN : std::stod(v);
+    if (k == key) {  // a number, else NaN (null, nan, garbage from a failed child)
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      return end != v.c_str() && *end == '\0' ? x : NAN;
+    }
   return NAN;
 }
 

@@ -167,7 +167,9 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
       }
     }
     if (k == 1 && !active[0]) break;  // one column is never frozen inside the passes
-    for (index_t j = 0; j < k; ++j) alpha_t[j] = active[j] ? static_cast<T>(alpha[j]) : T(0);
+    // A frozen column's α is -0: x + (-0)·0 is x for every x, -0 included (+0 would turn
+    // -0 into +0).
+    for (index_t j = 0; j < k; ++j) alpha_t[j] = active[j] ? static_cast<T>(alpha[j]) : -T(0);
     // Columns frozen but not yet zeroed: this iteration's passes select (see the top).
     const bool select = std::ranges::count(active, 0) > zeroed;
     update.run(5.0 * elements,

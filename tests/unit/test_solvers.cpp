@@ -7,6 +7,8 @@
 #include <Eigen/Sparse>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <numbers>
 
@@ -99,7 +101,8 @@ void expect_columns_are_single_solves(const LinearOperator<double>& op, const De
     EXPECT_EQ(block.status[j], single.status);
     EXPECT_EQ(block.iterations[j], single.iterations);
     EXPECT_EQ(block.rel_residual[j], single.rel_residual);
-    for (index_t i = 0; i < B.rows(); ++i) ASSERT_EQ(block.X(i, j), single.x[i]) << "row " << i;
+    for (index_t i = 0; i < B.rows(); ++i)  // bits, so that -0 and +0 differ
+      ASSERT_EQ(std::bit_cast<std::uint64_t>(block.X(i, j)), std::bit_cast<std::uint64_t>(single.x[i])) << "row " << i;
   }
 }
 
