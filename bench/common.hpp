@@ -6,6 +6,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <climits>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -73,6 +74,13 @@ Dense<T> random_dense(index_t rows, index_t cols, std::uint64_t seed) {
   Dense<T> D(rows, cols);
   for (T& v : D.values()) v = T(static_cast<float>(rng.symmetric()));
   return D;
+}
+
+/// Bytes per column index a float or double CSR product reads: the library keeps a
+/// 32-bit copy of the indices of a matrix whose columns fit them, and reads that.
+template <class T>
+double index_bytes(const CsrMatrix<T>& A) {
+  return A.cols() <= INT32_MAX ? sizeof(std::int32_t) : sizeof(index_t);
 }
 
 /// The upper triangle (with the diagonal) of a square CSR matrix: the half storage of

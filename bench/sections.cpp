@@ -271,10 +271,11 @@ void csr_section(const Options& o, int threads, const Emit& emit) {
     }
 }
 
-/// Bytes a CSR SpMV moves at least once: values, column indices, row pointers, x, y.
+/// Bytes a CSR SpMV moves at least once: values, column indices (as read: index_bytes),
+/// row pointers, x, y.
 template <class T>
 double spmv_bytes(const CsrMatrix<T>& A) {
-  return static_cast<double>(A.nnz()) * (sizeof(T) + sizeof(index_t)) +
+  return static_cast<double>(A.nnz()) * (sizeof(T) + index_bytes(A)) +
          static_cast<double>(A.rows() + 1) * sizeof(index_t) + static_cast<double>(A.rows() + A.cols()) * sizeof(T);
 }
 

@@ -55,7 +55,8 @@ double true_residual(const CsrMatrix<double>& A, std::span<const double> b, std:
 /// Bytes one Jacobi-preconditioned CG iteration on k right-hand sides must move through
 /// memory, for the stored matrix `S` (the full matrix or one triangle) with n rows; for
 /// k = 1:
-///   product q = A p      the stored matrix once (values, column indices, row pointers);
+///   product q = A p      the stored matrix once (values, column indices as read:
+///                        index_bytes, row pointers);
 ///                        p read once (a 7-point stencil's neighbours come from cache)
 ///                        and q written once: 2n values
 ///   pᵀq                  summed while q is still in cache: nothing more
@@ -67,7 +68,7 @@ double true_residual(const CsrMatrix<double>& A, std::span<const double> b, std:
 /// the product is not fused with it (the half-storage operator).
 double cg_iteration_bytes(const CsrMatrix<double>& S, index_t k = 1) {
   const double n = static_cast<double>(S.rows());
-  return static_cast<double>(S.nnz()) * (sizeof(double) + sizeof(index_t)) + (n + 1) * sizeof(index_t) +
+  return static_cast<double>(S.nnz()) * (sizeof(double) + index_bytes(S)) + (n + 1) * sizeof(index_t) +
          (11.0 * static_cast<double>(k) + 2.0) * n * sizeof(double);
 }
 

@@ -3,6 +3,10 @@
 /// `row_ptr[i] .. row_ptr[i+1]-1` of `col_idx` / `values`; columns in a row are strictly
 /// increasing (sorted, unique). Explicit zeros may be stored.
 ///
+/// The products of a float or double matrix with fewer than 2^31 columns read a 32-bit
+/// copy of `col_idx`, made on the first product and kept with the structure (4 bytes
+/// per entry): they are memory-bound, and it cuts a double matrix's traffic by a quarter.
+///
 ///     // [[1 0 2]
 ///     //  [0 0 3]]
 ///     trnsparse::CsrMatrix<float> A(2, 3, {0, 2, 3}, {0, 2, 2}, {1.f, 2.f, 3.f});
@@ -57,8 +61,9 @@ private:
   std::vector<index_t> row_ptr_;
   std::vector<index_t> col_idx_;
   std::vector<T> values_;
-  // What is computed once per structure and reused by every call (the chunks of the
-  // symmetric product, the transposed pattern), built on first use. Copies share it:
+  // What is computed once per structure and reused by every call (the 32-bit column
+  // indices, the chunks of the symmetric product, the transposed pattern), built on
+  // first use. Copies share it:
   // their structure is the same, and the structure never changes.
   std::shared_ptr<detail::CsrAnalyses> analyses_;
 };

@@ -42,6 +42,12 @@ const cpu::BsrKernels<TA, TY>& bsr_kernels() {
   return pick(scalar, avx2, avx512);
 }
 
+template <class TA, class TY>
+const cpu::SymmetricKernels<TA, TY>& symmetric_kernels() {
+  return per_isa<cpu::SymmetricKernels<TA, TY>, &cpu::scalar::symmetric_kernels<TA, TY>,
+                 &cpu::avx2::symmetric_kernels<TA, TY>, &cpu::avx512::symmetric_kernels<TA, TY>>();
+}
+
 template <class T>
 const cpu::SddmmKernels<T>& sddmm_kernels() {
   return per_isa<cpu::SddmmKernels<T>, &cpu::scalar::sddmm_kernels<T>, &cpu::avx2::sddmm_kernels<T>,
@@ -64,6 +70,10 @@ template const cpu::BsrKernels<float, float>& bsr_kernels<float, float>();
 template const cpu::BsrKernels<double, double>& bsr_kernels<double, double>();
 template const cpu::BsrKernels<bf16, float>& bsr_kernels<bf16, float>();
 template const cpu::BsrKernels<bf16, bf16>& bsr_kernels<bf16, bf16>();
+template const cpu::SymmetricKernels<float, float>& symmetric_kernels<float, float>();
+template const cpu::SymmetricKernels<double, double>& symmetric_kernels<double, double>();
+template const cpu::SymmetricKernels<bf16, float>& symmetric_kernels<bf16, float>();
+template const cpu::SymmetricKernels<bf16, bf16>& symmetric_kernels<bf16, bf16>();
 template const cpu::SddmmKernels<float>& sddmm_kernels<float>();
 template const cpu::SddmmKernels<double>& sddmm_kernels<double>();
 template const cpu::SddmmKernels<bf16>& sddmm_kernels<bf16>();

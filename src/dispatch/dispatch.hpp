@@ -8,6 +8,8 @@ namespace trnsparse::dispatch {
 
 template <class TA, class TY>
 const kernels::cpu::BsrKernels<TA, TY>& bsr_kernels();
+template <class TA, class TY>
+const kernels::cpu::SymmetricKernels<TA, TY>& symmetric_kernels();
 template <class T>
 const kernels::cpu::SddmmKernels<T>& sddmm_kernels();
 template <class T>

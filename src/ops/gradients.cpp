@@ -53,7 +53,7 @@ void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
     kernels::reference::csr_sddmm(out.rows(), X.cols, out.row_ptr().data(), out.col_indices().data(),
                                   out.values().data(), alpha, X.data, X.ld, Y.data, Y.ld, beta);
   } else {
-    const kernels::cpu::CsrProduct<T> shape{X.cols, out.row_ptr().data(), out.col_indices().data(), nullptr,
+    const kernels::cpu::CsrProduct<T> shape{X.cols, out.row_ptr().data(), out.col_indices().data(), nullptr, nullptr,
                                             alpha, beta, nullptr, 0, nullptr, 0};
     const auto& kernel = dispatch::csr_kernels<T>();
     const auto split = detail::balanced_split(out.row_ptr(), detail::parts_for(out.rows(), static_cast<double>(out.nnz()) * static_cast<double>(X.cols)));

@@ -1,9 +1,9 @@
 // Products: validate the operands, then run the kernel.
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
-#include "kernels/cpu/symmetric.hpp"
 #include "kernels/reference/products.hpp"
 #include "ops/run.hpp"
 #include "plan/csr_analysis.hpp"
@@ -21,16 +21,17 @@ namespace ref = kernels::reference;
 using detail::check_spmm;
 using detail::check_spmv;
 
-/// C = alpha * A * B + beta * C for the CSR arrays of an m-row A: float and double run
-/// the ISA's kernels on row ranges balanced by non-zeros; bf16 runs the reference kernel.
+/// C = alpha * A * B + beta * C for the CSR arrays of an m-row A (idx32: the column
+/// indices in 32 bits, or null): float and double run the ISA's kernels on row ranges
+/// balanced by non-zeros; bf16 runs the reference kernel.
 template <Value TA, class TY>
 void csr_product(acc_t<TA> alpha, index_t m, std::span<const index_t> ptr, const index_t* idx,
-                 std::span<const TA> values, const TA* B, index_t ldb, index_t k, acc_t<TA> beta, TY* C,
-                 index_t ldc) {
+                 const std::int32_t* idx32, std::span<const TA> values, const TA* B, index_t ldb, index_t k,
+                 acc_t<TA> beta, TY* C, index_t ldc) {
   detail::check_no_alias(values.data(), values.size_bytes(), C, detail::span_bytes(DenseView<TY>(C, m, k, ldc)),
                          "spmm", "A", "C");
   if constexpr (std::is_same_v<TA, TY> && !std::is_same_v<TA, bf16>) {
-    const kernels::cpu::CsrProduct<TA> prod{k, ptr.data(), idx, values.data(), alpha, beta, B, ldb, C, ldc};
+    const kernels::cpu::CsrProduct<TA> prod{k, ptr.data(), idx, idx32, values.data(), alpha, beta, B, ldb, C, ldc};
     const auto& kernel = dispatch::csr_kernels<TA>();
     const auto split =
         detail::balanced_split(ptr, detail::parts_for(m, static_cast<double>(values.size()) * static_cast<double>(k)));
@@ -44,7 +45,10 @@ void csr_product(acc_t<TA> alpha, index_t m, std::span<const index_t> ptr, const
 template <Value TA, class TY>
 void csr_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, const TA* B, index_t ldb, index_t k, acc_t<TA> beta, TY* C,
                  index_t ldc) {
-  csr_product(alpha, A.rows(), A.row_ptr(), A.col_indices().data(), A.values(), B, ldb, k, beta, C, ldc);
+  const std::int32_t* idx32 = std::is_same_v<TA, TY> && !std::is_same_v<TA, bf16>
+                                  ? detail::analyses(A).compact(A.cols(), A.col_indices())
+                                  : nullptr;
+  csr_product(alpha, A.rows(), A.row_ptr(), A.col_indices().data(), idx32, A.values(), B, ldb, k, beta, C, ldc);
 }
 
 }  // namespace
@@ -95,7 +99,7 @@ void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const st
   const BscView& t = detail::analyses(A).transposed(A.rows(), A.cols(), A.row_ptr(), A.col_indices());
   TA* values = reinterpret_cast<TA*>(detail::thread_workspace(sizeof(TA) * static_cast<std::size_t>(A.nnz())));
   for (std::size_t q = 0; q < t.perm.size(); ++q) values[q] = A.values()[t.perm[q]];
-  csr_product(alpha, A.cols(), std::span<const index_t>(t.col_ptr), t.row_idx.data(),
+  csr_product(alpha, A.cols(), std::span<const index_t>(t.col_ptr), t.row_idx.data(), nullptr,
               std::span<const TA>(values, t.perm.size()), B.data, B.ld, B.cols, beta, C.data, C.ld);
 }
 
@@ -118,16 +122,26 @@ void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std:
   const int parts = detail::parts_for(chunks, static_cast<double>(A.nnz()));
   const std::size_t window_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.window_total()));
   const std::size_t out_bytes = direct ? 0 : detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(A.rows()));
-  const std::size_t local_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.max_rows));
+  const std::size_t local_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.max_span));
   std::byte* mem = detail::thread_workspace(window_bytes + out_bytes + static_cast<std::size_t>(parts) * local_bytes);
   Acc* out = direct ? reinterpret_cast<Acc*>(y.data()) : reinterpret_cast<Acc*>(mem + window_bytes);
-  const kernels::cpu::SymmetricProduct<TA, TY> prod{ptr.data(), col.data(), A.values().data(), uplo == Triangle::upper,
-                                                    alpha, beta, x.data(), y.data(), out, reinterpret_cast<Acc*>(mem)};
+  const kernels::cpu::SymmetricProduct<TA, TY> prod{ptr.data(),
+                                                    col.data(),
+                                                    detail::analyses(A).compact(A.cols(), col),
+                                                    A.values().data(),
+                                                    uplo == Triangle::upper,
+                                                    alpha,
+                                                    beta,
+                                                    x.data(),
+                                                    y.data(),
+                                                    out,
+                                                    reinterpret_cast<Acc*>(mem)};
   std::byte* locals = mem + window_bytes + out_bytes;
+  const auto& kernel = dispatch::symmetric_kernels<TA, TY>();
   // Chunks go to threads in any order: each chunk's result is the same wherever it runs.
-  detail::parallel_phases(parts, chunks,
-                          [&](int t, index_t c) { kernels::cpu::symmetric_local(prod, s, c, reinterpret_cast<Acc*>(locals + t * local_bytes)); },
-                          [&](int, index_t c) { kernels::cpu::symmetric_combine(prod, s, c); });
+  detail::parallel_phases(
+      parts, chunks, [&](int t, index_t c) { kernel.local(prod, s, c, reinterpret_cast<Acc*>(locals + t * local_bytes)); },
+      [&](int, index_t c) { kernel.combine(prod, s, c); });
 }
 
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                                              \

@@ -1,9 +1,11 @@
 #include "plan/csr_analysis.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "plan/pattern.hpp"
 #include "plan/split.hpp"
+#include "ops/run.hpp"
 #include "runtime/checks.hpp"
 
 namespace trnsparse::detail {
@@ -38,10 +40,9 @@ SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::s
     s.win_lo.assign(static_cast<std::size_t>(m), 0);
     s.win_hi.assign(static_cast<std::size_t>(m), 0);
     s.win_off.assign(static_cast<std::size_t>(m) + 1, 0);
-    s.max_rows = 0;
+    s.max_span = 0;
     for (index_t c = 0; c < m; ++c) {
       const index_t r0 = s.bounds[c], r1 = s.bounds[c + 1];
-      s.max_rows = std::max(s.max_rows, r1 - r0);
       if (upper) {
         index_t hi = r1;
         for (index_t i = r0; i < r1; ++i) hi = std::max(hi, reach[i] + 1);
@@ -54,9 +55,26 @@ SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::s
         s.win_hi[c] = r0;
       }
       s.win_off[c + 1] = s.win_off[c] + (s.win_hi[c] - s.win_lo[c]);
+      s.max_span = std::max(s.max_span, (r1 - r0) + (s.win_hi[c] - s.win_lo[c]));
     }
-    if (m == 1 || s.window_total() <= n) return s;
+    if (m == 1 || s.window_total() <= n / 8) return s;
   }
+}
+
+std::vector<std::int32_t> compact_indices(index_t cols, std::span<const index_t> idx) {
+  if (cols > std::numeric_limits<std::int32_t>::max() || idx.empty()) return {};
+  std::vector<std::int32_t> out = make_vector<std::int32_t>(static_cast<index_t>(idx.size()), "csr: 32-bit column indices");
+  const index_t nnz = static_cast<index_t>(idx.size());
+  const int parts = parts_for(nnz, static_cast<double>(nnz));
+  parallel_parts(parts, [&](int t) {
+    for (index_t q = nnz * t / parts; q < nnz * (t + 1) / parts; ++q) out[q] = static_cast<std::int32_t>(idx[q]);
+  });
+  return out;
+}
+
+const std::int32_t* CsrAnalyses::compact(index_t cols, std::span<const index_t> idx) {
+  std::call_once(compact_once_, [&] { compact_ = compact_indices(cols, idx); });
+  return compact_.empty() ? nullptr : compact_.data();
 }
 
 const SymmetricChunks& CsrAnalyses::symmetric(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,

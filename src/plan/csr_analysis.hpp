@@ -1,9 +1,11 @@
 // Internal: what is worth computing once per CSR structure and reusing for every call:
-// the fixed chunking of the symmetric half-storage product and the transposed pattern.
+// the column indices in 32 bits, the fixed chunking of the symmetric half-storage
+// product and the transposed pattern.
 // A CsrMatrix owns one CsrAnalyses (shared by its copies, whose structure is the same);
 // each analysis is built on first use, thread-safely.
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -22,7 +24,7 @@ namespace trnsparse::detail {
 struct SymmetricChunks {
   std::vector<index_t> bounds;
   std::vector<index_t> win_lo, win_hi, win_off;
-  index_t max_rows = 0;
+  index_t max_span = 0;  // largest chunk's rows and window together
   index_t bad_row = -1, bad_col = -1, bad_pos = -1;
 
   [[nodiscard]] index_t chunks() const noexcept { return static_cast<index_t>(bounds.size()) - 1; }
@@ -30,8 +32,9 @@ struct SymmetricChunks {
 };
 
 /// Chunks of about kSymmetricChunkEntries stored entries, at most kMaxSymmetricChunks of
-/// them, and windows adding up to at most n rows (fewer chunks for structures with
-/// entries far from the diagonal).
+/// them, and windows adding up to at most n / 8 rows (fewer chunks for structures with
+/// entries far from the diagonal): each window row is written, read and added once
+/// more, traffic on top of the matrix's (Poisson 150³: 16 chunks, windows of n / 10).
 inline constexpr index_t kSymmetricChunkEntries = index_t{1} << 16;
 inline constexpr index_t kMaxSymmetricChunks = 64;
 
@@ -39,14 +42,22 @@ inline constexpr index_t kMaxSymmetricChunks = 64;
 SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,
                                  Triangle uplo);
 
+/// Column indices narrowed to 32 bits, or empty when the columns do not fit them. The
+/// products are memory-bound: reading 4 bytes per entry instead of 8 cuts a double
+/// matrix's traffic by a quarter (SpMV on Poisson 150³: 1.3x faster).
+std::vector<std::int32_t> compact_indices(index_t cols, std::span<const index_t> idx);
+
 class CsrAnalyses {
 public:
+  /// compact_indices(cols, idx), built on the first call: nullptr when they do not fit.
+  const std::int32_t* compact(index_t cols, std::span<const index_t> idx);
   const SymmetricChunks& symmetric(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,
                                    Triangle uplo);
   const BscView& transposed(index_t rows, index_t cols, std::span<const index_t> ptr, std::span<const index_t> idx);
 
 private:
-  std::once_flag upper_once_, lower_once_, transposed_once_;
+  std::once_flag compact_once_, upper_once_, lower_once_, transposed_once_;
+  std::vector<std::int32_t> compact_;
   SymmetricChunks upper_, lower_;
   BscView transposed_;
 };

@@ -27,12 +27,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernel_support.hpp"
+#include "dispatch/dispatch.hpp"
 #include "kernels/reference/products.hpp"
 #include "plan/csr_analysis.hpp"
 #include "support.hpp"
@@ -301,9 +303,10 @@ TYPED_TEST(KernelCsr, SpmmSpmvAndTransposedMatchTheReference) {
   }
 }
 
-// The half-storage product (kernels/cpu/symmetric.hpp) against its reference twin on a
-// matrix of several chunks (plan/csr_analysis.hpp), so that mirrored entries cross chunk
-// boundaries through the windows; the arrow's mirrors reach every row. The two sum in
+// The half-storage product (kernels/cpu/symmetric_tile.inc) against its reference twin on
+// a matrix of several chunks (plan/csr_analysis.hpp: windows of at most n / 8 rows in
+// all), so that mirrored entries cross chunk boundaries through the windows; the arrow's
+// mirrors reach every row. The two sum in
 // different orders, within the bound above.
 TYPED_TEST(KernelCsr, SpmvSymmetricMatchesTheReference) {
   using TA = typename TypeParam::TA;
@@ -313,7 +316,7 @@ TYPED_TEST(KernelCsr, SpmvSymmetricMatchesTheReference) {
   for (const bool arrow : {false, true})
     for (const Triangle uplo : {Triangle::upper, Triangle::lower}) {
       SCOPED_TRACE(::testing::Message() << (arrow ? "arrow, " : "band, ") << (uplo == Triangle::upper ? "upper" : "lower"));
-      const CsrMatrix<TA> A = banded_triangle<TA>(this->rng, 50000, {0, 1, 7, 300, 4000}, arrow, uplo);
+      const CsrMatrix<TA> A = banded_triangle<TA>(this->rng, 50000, {0, 1, 7, 300, 1500}, arrow, uplo);
       if (!arrow) ASSERT_GE(detail::symmetric_chunks(A.rows(), A.row_ptr(), A.col_indices(), uplo).chunks(), 3);
       const Dense<TA> x = random_dense<TA>(this->rng, A.rows(), 1);
       const Dense<TY> y = random_dense<TY>(this->rng, A.rows(), 1);
@@ -329,6 +332,52 @@ TYPED_TEST(KernelCsr, SpmvSymmetricMatchesTheReference) {
         EXPECT_TRUE((near_kernel<TA, TY>(got.view(), want.view(), expected)));
       });
     }
+}
+
+// The CSR and half-storage products read 32-bit column indices when the columns fit
+// them (detail::CsrAnalyses::compact); a matrix with more columns runs the same kernels
+// on its 64-bit indices. Both must give the same bits, on every ISA.
+template <class T>
+class KernelCompactIndices : public Seeded<> {};
+using CsrValueTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(KernelCompactIndices, CsrValueTypes);
+
+TYPED_TEST(KernelCompactIndices, SameBitsAsTheWideIndices) {
+  using T = TypeParam;
+  const RuntimeGuard guard;
+  const CsrMatrix<T> U = banded_triangle<T>(this->rng, 20000, {0, 1, 7, 300, 1500}, true, Triangle::upper);
+  const index_t n = U.rows();
+  const std::vector<std::int32_t> narrow = detail::compact_indices(n, U.col_indices());
+  ASSERT_EQ(narrow.size(), U.col_indices().size());
+  const detail::SymmetricChunks& s = detail::symmetric_chunks(n, U.row_ptr(), U.col_indices(), Triangle::upper);
+  for (const index_t width : {1, 3, 37}) {
+    SCOPED_TRACE(::testing::Message() << "width " << width);
+    const Dense<T> B = random_dense<T>(this->rng, n, width);
+    const Dense<T> C0 = random_dense<T>(this->rng, n, width);
+    for_each_isa([&](Isa) {
+      const auto& csr = dispatch::csr_kernels<T>();
+      const auto& sym = dispatch::symmetric_kernels<T, T>();
+      Dense<T> wide = C0, compact = C0;
+      for (const bool use_compact : {false, true}) {
+        Dense<T>& C = use_compact ? compact : wide;
+        const std::int32_t* idx32 = use_compact ? narrow.data() : nullptr;
+        const kernels::cpu::CsrProduct<T> prod{width, U.row_ptr().data(), U.col_indices().data(), idx32,
+                                               U.values().data(), T(-1.5), T(0.5), B.values().data(), width,
+                                               C.values().data(), width};
+        csr.spmm(prod, 0, n);
+        if (width > 1) continue;
+        std::vector<T> window(static_cast<std::size_t>(s.window_total())), buffer(static_cast<std::size_t>(s.max_span));
+        std::vector<T> y(C.values().begin(), C.values().end());
+        const kernels::cpu::SymmetricProduct<T, T> sp{U.row_ptr().data(), U.col_indices().data(), idx32,
+                                                      U.values().data(), true, T(2), T(-1), B.values().data(),
+                                                      y.data(), y.data(), window.data()};
+        for (index_t c = 0; c < s.chunks(); ++c) sym.local(sp, s, c, buffer.data());
+        for (index_t c = 0; c < s.chunks(); ++c) sym.combine(sp, s, c);
+        std::copy(y.begin(), y.end(), C.values().begin());
+      }
+      EXPECT_TRUE(same_bytes(wide, compact));
+    });
+  }
 }
 
 }  // namespace

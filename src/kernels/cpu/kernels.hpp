@@ -10,8 +10,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "trnsparse/types.hpp"
+
+namespace trnsparse::detail {
+struct SymmetricChunks;  // plan/csr_analysis.hpp
+}  // namespace trnsparse::detail
 
 namespace trnsparse::kernels::cpu {
 
@@ -90,12 +95,15 @@ struct SddmmKernels {
 };
 
 /// CSR product C = alpha * A * B + beta * C, rows [r0, r1) per call; each element summed
-/// over the row's entries in storage order (the reference order). No packing.
+/// over the row's entries in storage order (the reference order). No packing. `idx32`,
+/// when not null, holds the same column indices in 32 bits, and the products read it
+/// instead of `idx` (a quarter less traffic for double values); SDDMM reads `idx`.
 template <class T>
 struct CsrProduct {
   index_t width;
   const index_t* ptr;
   const index_t* idx;
+  const std::int32_t* idx32;
   const T* values;
   acc_t<T> alpha;
   acc_t<T> beta;
@@ -111,6 +119,34 @@ struct CsrKernels {
   /// vals[p] = alpha * dot(X[row(p)], Y[col(p)]) + beta * vals[p] for entries of rows [r0, r1).
   void (*sddmm)(const CsrProduct<T>& shape, const T* X, index_t ldx, const T* Y, index_t ldy, T* vals, index_t r0,
                 index_t r1);
+};
+
+/// y = alpha * S * x + beta * y for the symmetric S whose upper or lower triangle (with
+/// the diagonal, rows sorted) is stored, in two phases over a fixed chunking of the rows
+/// (detail::SymmetricChunks): `local` for every chunk, then `combine` for every chunk.
+/// `idx32`, when not null, holds the column indices in 32 bits and is read instead of
+/// `idx`. See symmetric_tile.inc.
+template <class TA, class TY>
+struct SymmetricProduct {
+  const index_t* ptr;
+  const index_t* idx;
+  const std::int32_t* idx32;
+  const TA* values;
+  bool upper;
+  acc_t<TA> alpha;
+  acc_t<TA> beta;
+  const TA* x;
+  TY* y;
+  acc_t<TA>* out;     // y itself when TY is acc_t<TA>, else an n-element buffer
+  acc_t<TA>* window;  // SymmetricChunks::window_total() elements
+};
+
+template <class TA, class TY>
+struct SymmetricKernels {
+  /// Phase 1 for chunk c; `buffer` holds SymmetricChunks::max_span elements.
+  void (*local)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, acc_t<TA>* buffer);
+  /// Phase 2 for chunk c.
+  void (*combine)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c);
 };
 
 /// Conjugate gradients' vector passes over n x k row-major blocks (solvers/cg.cpp; one
@@ -155,6 +191,7 @@ struct CgKernels {
 #define TRNSPARSE_ISA_TABLES(ns)                                   \
   namespace ns {                                                   \
   template <class TA, class TY> BsrKernels<TA, TY> bsr_kernels();  \
+  template <class TA, class TY> SymmetricKernels<TA, TY> symmetric_kernels(); \
   template <class T> SddmmKernels<T> sddmm_kernels();              \
   template <class T> CsrKernels<T> csr_kernels();                  \
   template <class T> CgKernels<T> cg_kernels();                    \

@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "kernels/cpu/kernels.hpp"
+#include "plan/csr_analysis.hpp"
+#include "runtime/value.hpp"
 
 namespace trnsparse::kernels::cpu::avx2 {
 
@@ -58,5 +60,6 @@ constexpr int kNV = 2;
 
 #include "kernels/cpu/bsr_tile.inc"
 #include "kernels/cpu/csr_tile.inc"
+#include "kernels/cpu/symmetric_tile.inc"
 
 }  // namespace trnsparse::kernels::cpu::avx2

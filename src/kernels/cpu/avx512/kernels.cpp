@@ -10,11 +10,14 @@
 #include <utility>
 
 #include "kernels/cpu/kernels.hpp"
+#include "plan/csr_analysis.hpp"
+#include "runtime/value.hpp"
 
 namespace trnsparse::kernels::cpu::avx512 {
 
 #include "kernels/cpu/avx512/vec.inc"
 #include "kernels/cpu/bsr_tile.inc"
 #include "kernels/cpu/csr_tile.inc"
+#include "kernels/cpu/symmetric_tile.inc"
 
 }  // namespace trnsparse::kernels::cpu::avx512

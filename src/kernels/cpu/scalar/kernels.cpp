@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "kernels/cpu/kernels.hpp"
+#include "plan/csr_analysis.hpp"
+#include "runtime/value.hpp"
 
 namespace trnsparse::kernels::cpu::scalar {
 
@@ -27,5 +29,6 @@ constexpr int kNV = 4;
 
 #include "kernels/cpu/bsr_tile.inc"
 #include "kernels/cpu/csr_tile.inc"
+#include "kernels/cpu/symmetric_tile.inc"
 
 }  // namespace trnsparse::kernels::cpu::scalar
