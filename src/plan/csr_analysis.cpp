@@ -40,9 +40,11 @@ SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::s
     s.win_lo.assign(static_cast<std::size_t>(m), 0);
     s.win_hi.assign(static_cast<std::size_t>(m), 0);
     s.win_off.assign(static_cast<std::size_t>(m) + 1, 0);
+    s.reach.assign(static_cast<std::size_t>(m), 0);
     s.max_span = 0;
     for (index_t c = 0; c < m; ++c) {
       const index_t r0 = s.bounds[c], r1 = s.bounds[c + 1];
+      for (index_t i = r0; i < r1; ++i) s.reach[c] = std::max(s.reach[c], upper ? reach[i] - i : i - reach[i]);
       if (upper) {
         index_t hi = r1;
         for (index_t i = r0; i < r1; ++i) hi = std::max(hi, reach[i] + 1);

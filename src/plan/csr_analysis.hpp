@@ -19,11 +19,13 @@ namespace trnsparse::detail {
 /// [bounds[c], bounds[c+1]); its entries' mirrored contributions to rows outside the
 /// chunk land in its window, a dense range [win_lo[c], win_hi[c]) of rows stored at
 /// offset win_off[c] of one window buffer. The chunking depends on the structure only,
-/// so results are the same for any number of threads. `bad_row` >= 0 marks a structure
-/// with an entry (bad_row, bad_col) at position bad_pos outside the triangle.
+/// so results are the same for any number of threads. A row i of chunk c reaches rows
+/// at most `reach[c]` away from i (upper: i + reach[c]; lower: i - reach[c]). `bad_row`
+/// >= 0 marks a structure with an entry (bad_row, bad_col) at position bad_pos outside
+/// the triangle.
 struct SymmetricChunks {
   std::vector<index_t> bounds;
-  std::vector<index_t> win_lo, win_hi, win_off;
+  std::vector<index_t> win_lo, win_hi, win_off, reach;
   index_t max_span = 0;  // largest chunk's rows and window together
   index_t bad_row = -1, bad_col = -1, bad_pos = -1;
 

@@ -10,7 +10,6 @@
 
 #include "kernels/cpu/kernels.hpp"
 #include "plan/csr_analysis.hpp"
-#include "runtime/value.hpp"
 
 namespace trnsparse::kernels::cpu::avx2 {
 
