@@ -99,11 +99,17 @@ public:
   void apply(DenseView<const T> X, DenseView<T> Y) const;
   /// The full CSR matrix behind the operator, or nullptr (solvers fuse pᵀAp into its product).
   [[nodiscard]] const CsrMatrix<T>* csr() const noexcept { return csr_; }
+  /// The stored triangle behind an operator built from one, or nullptr (likewise).
+  [[nodiscard]] const CsrMatrix<T>* triangle() const noexcept { return triangle_; }
+  /// Which triangle `triangle()` stores.
+  [[nodiscard]] Triangle uplo() const noexcept { return uplo_; }
 
 private:
   index_t n_;
   Apply apply_;
   const CsrMatrix<T>* csr_ = nullptr;
+  const CsrMatrix<T>* triangle_ = nullptr;
+  Triangle uplo_ = Triangle::upper;
   bool distributed_ = false;
   Distribution distribution_;
 };

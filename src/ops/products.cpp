@@ -5,6 +5,7 @@
 
 #include "dispatch/dispatch.hpp"
 #include "kernels/reference/products.hpp"
+#include "ops/fused.hpp"
 #include "ops/run.hpp"
 #include "plan/csr_analysis.hpp"
 #include "plan/split.hpp"
@@ -103,9 +104,14 @@ void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const st
               std::span<const TA>(values, t.perm.size()), B.data, B.ld, B.cols, beta, C.data, C.ld);
 }
 
-template <Value TA, class TY> requires OutputFor<TA, TY>
-void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x,
-                    acc_t<TA> beta, std::span<TY> y) {
+namespace {
+
+/// y = alpha * S * x + beta * y for the symmetric S stored as A's `uplo` triangle; with
+/// `dot` not null, also x_i * y_i summed per chunk into the chunk's kSymmetricDotLanes
+/// lanes of `dot` (chunks * lanes values).
+template <Value TA, class TY>
+void symmetric_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const TA> x,
+                       acc_t<TA> beta, std::span<TY> y, std::vector<double>* dot) {
   if (A.rows() != A.cols())
     throw InvalidArgument(detail::concat("spmv_symmetric: A is ", A.rows(), " x ", A.cols(), ", expected square"));
   check_spmv("spmv_symmetric", A.rows(), A.cols(), x, y);
@@ -119,6 +125,8 @@ void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std:
   using Acc = acc_t<TA>;
   constexpr bool direct = std::is_same_v<TY, Acc>;  // accumulate in y itself
   const index_t chunks = s.chunks();
+  constexpr index_t lanes = kernels::cpu::kSymmetricDotLanes;
+  if (dot) dot->assign(static_cast<std::size_t>(chunks * lanes), 0.0);
   const int parts = detail::parts_for(chunks, static_cast<double>(A.nnz()));
   const std::size_t window_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.window_total()));
   const std::size_t out_bytes = direct ? 0 : detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(A.rows()));
@@ -141,8 +149,32 @@ void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std:
   // Chunks go to threads in any order: each chunk's result is the same wherever it runs.
   detail::parallel_phases(
       parts, chunks, [&](int t, index_t c) { kernel.local(prod, s, c, reinterpret_cast<Acc*>(locals + t * local_bytes)); },
-      [&](int, index_t c) { kernel.combine(prod, s, c); });
+      [&](int, index_t c) { kernel.combine(prod, s, c, dot ? dot->data() + c * lanes : nullptr); });
 }
+
+}  // namespace
+
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x,
+                    acc_t<TA> beta, std::span<TY> y) {
+  symmetric_product(alpha, A, uplo, x, beta, y, nullptr);
+}
+
+template <Value T>
+double detail::spmv_symmetric_dot(const CsrMatrix<T>& A, Triangle uplo, std::span<const T> x, std::span<T> y) {
+  std::vector<double> lanes;
+  symmetric_product(acc_t<T>(1), A, uplo, x, acc_t<T>(0), y, &lanes);
+  double total = 0.0;
+  for (std::size_t c = 0; c < lanes.size(); c += kernels::cpu::kSymmetricDotLanes) {
+    double chunk = 0.0;
+    for (index_t l = 0; l < kernels::cpu::kSymmetricDotLanes; ++l) chunk += lanes[c + static_cast<std::size_t>(l)];
+    total += chunk;
+  }
+  return total;
+}
+template double detail::spmv_symmetric_dot(const CsrMatrix<float>&, Triangle, std::span<const float>, std::span<float>);
+template double detail::spmv_symmetric_dot(const CsrMatrix<double>&, Triangle, std::span<const double>,
+                                           std::span<double>);
 
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                                              \
   template void spmv<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, std::span<const TA>, acc_t<TA>, std::span<TY>);    \

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
+#include "ops/fused.hpp"
 #include "plan/csr_analysis.hpp"
 #include "solvers/chunked.hpp"
 #include "trnsparse/solvers.hpp"
@@ -40,9 +41,11 @@ solvers::LaneLayout layout_for(index_t k) {
   return k == 1 ? solvers::LaneLayout::by_reduction : solvers::LaneLayout::by_lane;
 }
 
-/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in `pq` (m = k).
+/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in pAp[j], through `pq` (m = k) or, for one
+/// column of a stored triangle, the symmetric product's own fused sums.
 template <SolverValue T>
-void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T* Q, index_t n, ChunkedSums& pq) {
+void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T* Q, index_t n, ChunkedSums& pq,
+               std::vector<double>& pAp) {
   const auto& passes = dispatch::cg_kernels<T>();
   const index_t k = c.k;
   const double elements = static_cast<double>(n) * static_cast<double>(k);
@@ -64,11 +67,15 @@ void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T*
              kernel.spmm(prod, r0, r1);
              passes.dot(c, r0, r1, lanes);
            });
+  } else if (const CsrMatrix<T>* tri = A.triangle(); tri && k == 1) {
+    pAp[0] = detail::spmv_symmetric_dot(*tri, A.uplo(), std::span<const T>(c.p, n), std::span<T>(Q, n));
+    return;
   } else {
     A.apply(DenseView<const T>(c.p, n, k, k), DenseView<T>(Q, n, k, k));
     pq.run(2.0 * elements, [&](index_t r0, index_t r1, double* lanes) { passes.dot(c, r0, r1, lanes); });
   }
   pq.reduce(A);
+  for (index_t j = 0; j < k; ++j) pAp[j] = pq.sum(j);
 }
 
 /// The callback's answer, agreed on by every process: any process asking to stop (or
@@ -164,14 +171,14 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   const kernels::cpu::CgBlock<T> c{k,      X, R.data(), P.data(), Q.data(), minv, active.data(), alpha_t.data(),
                                    beta_t.data()};
   ChunkedSums pq(n, k, layout_for(k)), update(n, 2 * k, layout_for(k));
+  std::vector<double> pAp(static_cast<std::size_t>(k));
   std::ptrdiff_t zeroed = 0;  // frozen columns whose p and r are zero
   for (index_t it = 1; it <= opt.max_iter && std::ranges::find(active, 1) != active.end(); ++it) {
-    apply_dot(A, c, Q.data(), n, pq);
+    apply_dot(A, c, Q.data(), n, pq, pAp);
     for (index_t j = 0; j < k; ++j) {
       if (!active[j]) continue;
-      const double pAp = pq.sum(j);
-      alpha[j] = rz[j] / pAp;
-      if (!(pAp > 0.0 && std::isfinite(alpha[j]))) {  // A not SPD, or a NaN/inf in A p
+      alpha[j] = rz[j] / pAp[j];
+      if (!(pAp[j] > 0.0 && std::isfinite(alpha[j]))) {  // A not SPD, or a NaN/inf in A p
         res.status[j] = SolveStatus::breakdown;
         active[j] = 0;
       }

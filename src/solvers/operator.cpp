@@ -86,7 +86,9 @@ LinearOperator<T>::LinearOperator(const CsrMatrix<T>& A, Triangle uplo)
           spmv_symmetric(T(1), A, uplo, std::span<const T>(x), T(0), std::span<T>(y));
           for (std::size_t i = 0; i < n; ++i) Y(static_cast<index_t>(i), j) = y[i];
         }
-      }) {
+      }),
+      triangle_(&A),
+      uplo_(uplo) {
   check_square(A.rows(), A.cols(), "LinearOperator");
 }
 

@@ -358,6 +358,7 @@ TYPED_TEST(KernelCompactIndices, SameBitsAsTheWideIndices) {
       const auto& csr = dispatch::csr_kernels<T>();
       const auto& sym = dispatch::symmetric_kernels<T, T>();
       Dense<T> wide = C0, compact = C0;
+      std::vector<double> dots[2];
       for (const bool use_compact : {false, true}) {
         Dense<T>& C = use_compact ? compact : wide;
         const std::int32_t* idx32 = use_compact ? narrow.data() : nullptr;
@@ -372,10 +373,13 @@ TYPED_TEST(KernelCompactIndices, SameBitsAsTheWideIndices) {
                                                       U.values().data(), true, T(2), T(-1), B.values().data(),
                                                       y.data(), y.data(), window.data()};
         for (index_t c = 0; c < s.chunks(); ++c) sym.local(sp, s, c, buffer.data());
-        for (index_t c = 0; c < s.chunks(); ++c) sym.combine(sp, s, c);
+        std::vector<double>& dot = dots[use_compact];
+        dot.assign(static_cast<std::size_t>(s.chunks() * kernels::cpu::kSymmetricDotLanes), 0.0);
+        for (index_t c = 0; c < s.chunks(); ++c) sym.combine(sp, s, c, dot.data() + c * kernels::cpu::kSymmetricDotLanes);
         std::copy(y.begin(), y.end(), C.values().begin());
       }
       EXPECT_TRUE(same_bytes(wide, compact));
+      EXPECT_EQ(dots[0], dots[1]);  // the fused xᵀy lanes (empty for width > 1)
     });
   }
 }

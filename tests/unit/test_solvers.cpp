@@ -12,6 +12,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "plan/csr_analysis.hpp"
 #include "support.hpp"
 
 namespace trnsparse::test {
@@ -418,18 +419,23 @@ TEST_F(Solvers, PowerIterationMatchesADenseEigenSolver) {
 TEST_F(Solvers, ResultsAreBitwiseIdenticalForAnyThreadCount) {
   const CsrMatrix<double> A = poisson3d<double>(40);  // 16 reduction chunks
   const BsrMatrix<double> Ab = to_bsr(A, 32);
+  // The half-storage operator, whose product sums pᵀq itself, over its own chunks.
+  const CsrMatrix<double> U = triangle_of(A, Triangle::upper);
+  ASSERT_GE(detail::symmetric_chunks(U.rows(), U.row_ptr(), U.col_indices(), Triangle::upper).chunks(), 3);
   const std::vector<double> b = random_vector(rng, A.rows());
   const std::vector<double> M = jacobi_preconditioner(A);
   const CsrMatrix<double> S = poisson3d<double>(24);
   const Dense<double> B = random_dense<double>(rng, S.rows(), 16);
   const int saved = num_threads();
-  std::vector<SolveResult<double>> single;
+  std::vector<SolveResult<double>> single, upper;
   std::vector<BlockSolveResult<double>> block;
   std::vector<EigenResult<double>> eig;
   for (const int threads : {1, 2, 3}) {
     set_num_threads(threads);
     single.push_back(cg(LinearOperator<double>(A), std::span<const double>(b),
                         {.tol = 1e-14, .max_iter = 10, .preconditioner = M}));
+    upper.push_back(cg(LinearOperator<double>(U, Triangle::upper), std::span<const double>(b),
+                       {.tol = 1e-14, .max_iter = 10, .preconditioner = M}));
     block.push_back(cg(LinearOperator<double>(S), B.view(), {.tol = 1e-14, .max_iter = 10}));
     eig.push_back(power_iteration(LinearOperator<double>(Ab), 10, 0.0));
   }
@@ -438,6 +444,8 @@ TEST_F(Solvers, ResultsAreBitwiseIdenticalForAnyThreadCount) {
     SCOPED_TRACE(t + 1);
     EXPECT_EQ(single[t].x, single[0].x);
     EXPECT_EQ(single[t].rel_residual, single[0].rel_residual);
+    EXPECT_EQ(upper[t].x, upper[0].x);
+    EXPECT_EQ(upper[t].rel_residual, upper[0].rel_residual);
     EXPECT_TRUE(same_matrix<double>(block[t].X.view(), block[0].X.view()));
     EXPECT_EQ(block[t].rel_residual, block[0].rel_residual);
     EXPECT_EQ(eig[t].eigenvector, eig[0].eigenvector);

@@ -145,9 +145,11 @@ template <class TA, class TY>
 struct SymmetricKernels {
   /// Phase 1 for chunk c; `buffer` holds SymmetricChunks::max_span elements.
   void (*local)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, acc_t<TA>* buffer);
-  /// Phase 2 for chunk c.
-  void (*combine)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c);
+  /// Phase 2 for chunk c; with `dot` (kSymmetricDotLanes zeroed sums) not null, also
+  /// adds x_i * y_i of its rows, row r0 + i to lane i % kSymmetricDotLanes.
+  void (*combine)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, double* dot);
 };
+inline constexpr index_t kSymmetricDotLanes = 8;
 
 /// Conjugate gradients' vector passes over n x k row-major blocks (solvers/cg.cpp; one
 /// right-hand side is k = 1). A pass covers rows [r0, r1) of one reduction chunk and adds
