@@ -99,14 +99,24 @@ Screen screen_blocks(const BsrMatrix<T>& A, std::span<const T> row_diag, std::sp
   return sc;
 }
 
-/// Zeroes the elements of block (bi, bj) (row-major b x b) whose mask is not set.
+/// dst = block (bi, bj) `src` (row-major b x b) with the elements whose mask is not set
+/// zeroed, in one pass: a select per element, no branch (vector code). The padding
+/// beyond the matrix's edge is copied as it is.
 template <ScreenValue T>
-void apply_mask(T* blk, index_t b, index_t bi, index_t bj, const Screen& sc) {
+void masked_copy(const T* src, T* dst, index_t b, index_t bi, index_t bj, const Screen& sc) {
   const index_t rows = std::min(b, static_cast<index_t>(sc.qr.size()) - bi * b);
   const index_t cols = std::min(b, static_cast<index_t>(sc.qc.size()) - bj * b);
-  for (index_t r = 0; r < rows; ++r)
-    for (index_t c = 0; c < cols; ++c)
-      if (!(sc.qr[bi * b + r] * sc.qc[bj * b + c] > sc.s)) blk[r * b + c] = T(0);
+  const double* qc = sc.qc.data() + bj * b;
+  for (index_t r = 0; r < b; ++r) {
+    const T* in = src + r * b;
+    T* out = dst + r * b;
+    index_t c = 0;
+    if (r < rows) {
+      const double qr = sc.qr[static_cast<std::size_t>(bi * b + r)], s = sc.s;
+      for (; c < cols; ++c) out[c] = qr * qc[c] > s ? in[c] : T(0);
+    }
+    for (; c < b; ++c) out[c] = in[c];
+  }
 }
 
 /// C = (A ∘ M) B: one product over the kept blocks, partial ones copied with the mask
@@ -122,18 +132,31 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
       detail::Workspace::operands));
   std::vector<const T*> at(static_cast<std::size_t>(kept));
   std::vector<unsigned char> packs(static_cast<std::size_t>(st.block_cols()), 0);
-  index_t partial = 0;
+  struct Partial {
+    index_t k, bi;
+    T* copy;
+  };
+  std::vector<Partial> partials;
+  partials.reserve(static_cast<std::size_t>(sc.partials));
   for (index_t bi = 0; bi < st.block_rows(); ++bi)
     for (index_t k = sc.kept_ptr[bi]; k < sc.kept_ptr[bi + 1]; ++k) {
-      const index_t q = sc.kept_pos[k], bj = sc.kept_idx[k];
-      packs[bj] = 1;
+      const index_t q = sc.kept_pos[k];
+      packs[sc.kept_idx[k]] = 1;
       at[k] = A.block(q).data();
       if (sc.tile[static_cast<std::size_t>(q)] != Tile::partial) continue;
-      T* blk = masked + partial++ * b * b;
-      std::copy_n(at[k], b * b, blk);
-      apply_mask(blk, b, bi, bj, sc);
-      at[k] = blk;
+      T* copy = masked + static_cast<index_t>(partials.size()) * b * b;
+      at[k] = copy;
+      partials.push_back({k, bi, copy});
     }
+  // The masked copies, in parallel (each writes its own block).
+  const auto n_partial = static_cast<index_t>(partials.size());
+  const int copy_parts = detail::parts_for(n_partial, static_cast<double>(masked_values));
+  detail::parallel_parts(copy_parts, [&](int t) {
+    for (index_t i = n_partial * t / copy_parts; i < n_partial * (t + 1) / copy_parts; ++i) {
+      const Partial& m = partials[static_cast<std::size_t>(i)];
+      masked_copy(A.block(sc.kept_pos[m.k]).data(), m.copy, b, m.bi, sc.kept_idx[m.k], sc);
+    }
+  });
   const kernels::cpu::BsrProduct<T, T> prod{b,       st.rows(),     st.cols(),  st.block_cols(), B.cols,
                                             sc.kept_ptr.data(), sc.kept_idx.data(), nullptr, false, nullptr,
                                             at.data(), packs.data(), T(1), T(0), B.data, B.ld, C.data, C.ld};
@@ -257,11 +280,12 @@ SpmmGradients<BsrMatrix<T>, T> screened_spmm_backward(const BsrMatrix<T>& A,
       const index_t q = pos[p], bj = kept->block_col_indices()[p];
       T* da = out.dA.block(q).data();
       T* m = masked.block(p).data();
-      std::copy_n(g.block(p).data(), b * b, da);
-      std::copy_n(A.block(q).data(), b * b, m);
       if (sc.tile[static_cast<std::size_t>(q)] == Tile::partial) {
-        apply_mask(da, b, bi, bj, sc);
-        apply_mask(m, b, bi, bj, sc);
+        masked_copy(g.block(p).data(), da, b, bi, bj, sc);
+        masked_copy(A.block(q).data(), m, b, bi, bj, sc);
+      } else {
+        std::copy_n(g.block(p).data(), b * b, da);
+        std::copy_n(A.block(q).data(), b * b, m);
       }
     }
   // dB = (A ∘ M)ᵀ dC.
