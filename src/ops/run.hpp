@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <span>
 
+#include "runtime/checks.hpp"
 #include "runtime/workspace.hpp"
 #include "trnsparse/bsr.hpp"
 #include "trnsparse/runtime.hpp"
@@ -87,6 +88,59 @@ void run_packed(const Kernels& k, const Problem& prob, index_t pack_units, std::
 #pragma omp barrier
     for (int t = tid; t < parts; t += team) compute_share(t);
   }
+}
+
+/// Columns of B per unit of a column split: a multiple of every ISA's panel width, so no
+/// group ends in a partial panel that a row split would not have.
+inline constexpr index_t kColumnGrain = 64;
+
+/// How evenly `parts` threads share a BSR product's stored blocks (prob.ptr) when split
+/// by output block rows (`split`), and when split by column groups of kColumnGrain:
+/// work / (parts * the largest share), 1 for a perfect split.
+struct SplitBalance {
+  double rows = 1.0, columns = 0.0;
+};
+template <class Problem>
+SplitBalance split_balance(const Problem& prob, std::span<const index_t> split) {
+  const int parts = static_cast<int>(split.size()) - 1;
+  SplitBalance e;
+  index_t largest = 0;
+  for (int t = 0; t < parts; ++t) largest = std::max(largest, prob.ptr[split[t + 1]] - prob.ptr[split[t]]);
+  if (largest > 0)
+    e.rows = static_cast<double>(prob.ptr[split.back()] - prob.ptr[split.front()]) /
+             (static_cast<double>(parts) * static_cast<double>(largest));
+  const index_t units = prob.width / kColumnGrain;
+  if (units >= parts)
+    e.columns = static_cast<double>(units) / (static_cast<double>(parts) * static_cast<double>(ceil_div(units, parts)));
+  return e;
+}
+
+/// A BSR product (BsrKernels, BsrProduct) on the parts of a row split, as run_packed; or,
+/// when a few heavy block rows leave that split uneven and B is wide, by column groups:
+/// part t computes every block row on its own columns of B and C (packing just those
+/// columns itself, so no barrier), reading all of A. Each output element is summed by
+/// the same blocks in the same order either way: the results are the same bits.
+template <class Kernels, class Problem>
+void run_bsr_product(const Kernels& k, const Problem& prob, index_t pack_units, std::span<const index_t> split) {
+  const int parts = static_cast<int>(split.size()) - 1;
+  const SplitBalance balance = split_balance(prob, split);
+  // Columns re-read A once per group: worth it only for a clearly better balance.
+  if (parts == 1 || !(balance.columns > 1.05 * balance.rows)) return run_packed(k, prob, pack_units, split);
+  const index_t units = prob.width / kColumnGrain;
+  auto group = [&](int t) {
+    const index_t c0 = units * t / parts * kColumnGrain;
+    const index_t c1 = t + 1 == parts ? prob.width : units * (t + 1) / parts * kColumnGrain;
+    Problem sub = prob;
+    sub.width = c1 - c0;
+    sub.B += c0;
+    sub.C += c0;
+    const std::size_t packed_bytes = round_to_line(k.packed_bytes(sub));
+    std::byte* mem = thread_workspace(packed_bytes + round_to_line(k.workspace_bytes(sub)));
+    k.pack(sub, mem, 0, pack_units);
+    k.compute(sub, mem, mem + packed_bytes, split.front(), split.back());
+  };
+#pragma omp parallel num_threads(parts)
+  for (int t = omp_get_thread_num(); t < parts; t += omp_get_num_threads()) group(t);
 }
 
 }  // namespace trnsparse::detail

@@ -162,7 +162,7 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
                                             at.data(), packs.data(), T(1), T(0), B.data, B.ld, C.data, C.ld};
   const double work = static_cast<double>(kept) * static_cast<double>(b * b) * static_cast<double>(B.cols);
   const std::vector<index_t> split = detail::balanced_split(sc.kept_ptr, detail::parts_for(st.block_rows(), work));
-  detail::run_packed(dispatch::bsr_kernels<T, T>(), prod, st.block_cols(), split);
+  detail::run_bsr_product(dispatch::bsr_kernels<T, T>(), prod, st.block_cols(), split);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernel_support.hpp"
+#include "ops/run.hpp"
 #include "plan/csr_analysis.hpp"
 #include "support.hpp"
 
@@ -61,6 +62,9 @@ struct DeterminismCase {
   PatternSpec pattern{};
 };
 
+/// The case whose products run_bsr_product splits by column groups (checked below).
+constexpr const char* kHeavyRow = "heavy_block_row_256x256_b32_wide";
+
 std::vector<DeterminismCase> cases() {
   const PatternSpec full{1.0, 0.0, false, 0.0};
   const PatternSpec skewed{0.15, 0.3, true, 0.1};
@@ -68,6 +72,7 @@ std::vector<DeterminismCase> cases() {
       {"two_block_rows_128x192_b64", 128, 192, 64, 17, full},  // 3 threads, 2 block rows (3 block cols)
       {"one_block_row_40x400_b40", 40, 400, 40, 33, full},     // 1 block row, 10 block columns
       {"skewed_240x200_b8", 240, 200, 8, 64, skewed},          // a dense block row among sparse ones
+      {kHeavyRow, 256, 256, 32, 264, skewed},                  // the same, wide: split by column groups
       {"odd_b3_93x87", 93, 87, 3, 150, {0.3, 0.2, true, 0.15}},
       {"vector_600x560_b20", 600, 560, 20, 1, full},
   };
@@ -104,6 +109,15 @@ TYPED_TEST(DeterminismProducts, BsrSpmmSpmvAndTransposed) {
     SCOPED_TRACE(c.name);
     const BsrMatrix<TA> A = random_bsr<TA>(this->rng, c.rows, c.cols, c.b, c.pattern);
     ASSERT_GE(block_work(A.structure(), c.width), 3 * kThreadGrain) << "too little work to run 3 threads";
+    if (c.name == kHeavyRow)  // spmm must take the column split of ops/run.hpp with 2 and 3 threads
+      for (const int parts : {2, 3}) {
+        const struct {
+          const index_t* ptr;
+          index_t width;
+        } product{A.structure().block_row_ptr().data(), c.width};
+        const detail::SplitBalance balance = detail::split_balance(product, plan(A)->row_split(parts));
+        EXPECT_GT(balance.columns, 1.05 * balance.rows) << parts << " parts";
+      }
     const Dense<TA> B = random_dense<TA>(this->rng, c.cols, c.width);
     const Dense<TY> C = random_dense<TY>(this->rng, c.rows, c.width);
     const Dense<TA> Bt = random_dense<TA>(this->rng, c.rows, c.width);
