@@ -20,9 +20,9 @@
 
 namespace trnsparse::bench {
 
-/// Median wall time of `reps` runs of f (after one untimed warm-up run), in ms.
+/// Wall times of `reps` runs of f (after one untimed warm-up run), in ms, ascending.
 template <class F>
-double median_ms(int reps, F&& f) {
+std::vector<double> times_ms(int reps, F&& f) {
   f();
   std::vector<double> t;
   for (int r = 0; r < std::max(reps, 1); ++r) {
@@ -31,6 +31,13 @@ double median_ms(int reps, F&& f) {
     t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(t.begin(), t.end());
+  return t;
+}
+
+/// Median wall time of `reps` runs of f (after one untimed warm-up run), in ms.
+template <class F>
+double median_ms(int reps, F&& f) {
+  const std::vector<double> t = times_ms(reps, f);
   return t[t.size() / 2];
 }
 
