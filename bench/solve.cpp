@@ -80,9 +80,10 @@ struct Run {
   double iter_ms = NAN, total_ms = NAN, rel_residual = NAN;
 };
 
-/// One trnsparse solve: total = preconditioner + cg (its first product included, so the
-/// symmetric product's one-time analysis too); per iteration = the steady state, from the
-/// end of iteration 1 (timed in the callback) to the end of the solve.
+/// One trnsparse solve: total = preconditioner + cg (the structure's one-time analyses,
+/// 32-bit indices and symmetric chunks, are built in the first round's solve only); per
+/// iteration = the steady state, from the end of iteration 1 (timed in the callback) to
+/// the end of the solve.
 Run trnsparse_cg(const CsrMatrix<double>& A, const CsrMatrix<double>& stored, const LinearOperator<double>& op,
                  std::span<const double> b) {
   const Clock::time_point t0 = Clock::now();

@@ -3,9 +3,10 @@
 /// `row_ptr[i] .. row_ptr[i+1]-1` of `col_idx` / `values`; columns in a row are strictly
 /// increasing (sorted, unique). Explicit zeros may be stored.
 ///
-/// The products of a float or double matrix with fewer than 2^31 columns read a 32-bit
-/// copy of `col_idx`, made on the first product and kept with the structure (4 bytes
-/// per entry): they are memory-bound, and it cuts a double matrix's traffic by a quarter.
+/// The products of a matrix with fewer than 2^31 columns (`spmv` and `spmm` of float and
+/// double, `spmv_symmetric` of every type) read a 32-bit copy of `col_idx`, made on the
+/// first product and kept with the structure (4 bytes per entry): they are memory-bound,
+/// and it cuts a double matrix's traffic by a quarter.
 ///
 ///     // [[1 0 2]
 ///     //  [0 0 3]]

@@ -59,7 +59,9 @@ SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::s
       s.win_off[c + 1] = s.win_off[c] + (s.win_hi[c] - s.win_lo[c]);
       s.max_span = std::max(s.max_span, (r1 - r0) + (s.win_hi[c] - s.win_lo[c]));
     }
-    if (m == 1 || s.window_total() <= n / 8) return s;
+    // Windows within n / 8 rows; or, to keep kMinSymmetricChunks chunks for threads,
+    // within n rows (a wide band: each chunk's window is as long as the band).
+    if (m == 1 || s.window_total() <= n / 8 || (m <= kMinSymmetricChunks && s.window_total() <= n)) return s;
   }
 }
 

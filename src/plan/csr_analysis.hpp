@@ -37,8 +37,11 @@ struct SymmetricChunks {
 /// them, and windows adding up to at most n / 8 rows (fewer chunks for structures with
 /// entries far from the diagonal): each window row is written, read and added once
 /// more, traffic on top of the matrix's (Poisson 150³: 16 chunks, windows of n / 10).
+/// Down to kMinSymmetricChunks chunks, windows may add up to n rows instead, so that a
+/// wide band still runs on several threads.
 inline constexpr index_t kSymmetricChunkEntries = index_t{1} << 16;
 inline constexpr index_t kMaxSymmetricChunks = 64;
+inline constexpr index_t kMinSymmetricChunks = 8;
 
 /// Analyses one triangle of an n x n structure. O(nnz + n log chunks).
 SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,

@@ -41,11 +41,13 @@ solvers::LaneLayout layout_for(index_t k) {
   return k == 1 ? solvers::LaneLayout::by_reduction : solvers::LaneLayout::by_lane;
 }
 
-/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in pAp[j], through `pq` (m = k) or, for one
-/// column of a stored triangle, the symmetric product's own fused sums.
+/// Q = A P (n x k, ld k) and pq_j = P_jᵀ Q_j in pAp[j], through `pq` (m = k) or, for a
+/// stored triangle, the symmetric product's own fused sums, column by column for every k
+/// (so that column j of a block solve sums as its single solve does); `columns` is 2n
+/// scratch values for k > 1.
 template <SolverValue T>
 void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T* Q, index_t n, ChunkedSums& pq,
-               std::vector<double>& pAp) {
+               std::vector<double>& pAp, std::vector<T>& columns) {
   const auto& passes = dispatch::cg_kernels<T>();
   const index_t k = c.k;
   const double elements = static_cast<double>(n) * static_cast<double>(k);
@@ -67,8 +69,18 @@ void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T*
              kernel.spmm(prod, r0, r1);
              passes.dot(c, r0, r1, lanes);
            });
-  } else if (const CsrMatrix<T>* tri = A.triangle(); tri && k == 1) {
-    pAp[0] = detail::spmv_symmetric_dot(*tri, A.uplo(), std::span<const T>(c.p, n), std::span<T>(Q, n));
+  } else if (const CsrMatrix<T>* tri = A.triangle()) {
+    if (k == 1) {
+      pAp[0] = detail::spmv_symmetric_dot(*tri, A.uplo(), std::span<const T>(c.p, n), std::span<T>(Q, n));
+      return;
+    }
+    columns.resize(static_cast<std::size_t>(2 * n));
+    const std::span<T> p(columns.data(), static_cast<std::size_t>(n)), q(columns.data() + n, static_cast<std::size_t>(n));
+    for (index_t j = 0; j < k; ++j) {
+      for (index_t i = 0; i < n; ++i) p[static_cast<std::size_t>(i)] = c.p[i * k + j];
+      pAp[j] = detail::spmv_symmetric_dot(*tri, A.uplo(), std::span<const T>(p), q);
+      for (index_t i = 0; i < n; ++i) Q[i * k + j] = q[static_cast<std::size_t>(i)];
+    }
     return;
   } else {
     A.apply(DenseView<const T>(c.p, n, k, k), DenseView<T>(Q, n, k, k));
@@ -172,9 +184,10 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
                                    beta_t.data()};
   ChunkedSums pq(n, k, layout_for(k)), update(n, 2 * k, layout_for(k));
   std::vector<double> pAp(static_cast<std::size_t>(k));
+  std::vector<T> columns;  // apply_dot's scratch for a stored triangle with k > 1
   std::ptrdiff_t zeroed = 0;  // frozen columns whose p and r are zero
   for (index_t it = 1; it <= opt.max_iter && std::ranges::find(active, 1) != active.end(); ++it) {
-    apply_dot(A, c, Q.data(), n, pq, pAp);
+    apply_dot(A, c, Q.data(), n, pq, pAp, columns);
     for (index_t j = 0; j < k; ++j) {
       if (!active[j]) continue;
       alpha[j] = rz[j] / pAp[j];

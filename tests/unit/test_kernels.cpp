@@ -345,42 +345,49 @@ TYPED_TEST_SUITE(KernelCompactIndices, CsrValueTypes);
 TYPED_TEST(KernelCompactIndices, SameBitsAsTheWideIndices) {
   using T = TypeParam;
   const RuntimeGuard guard;
-  const CsrMatrix<T> U = banded_triangle<T>(this->rng, 20000, {0, 1, 7, 300, 1500}, true, Triangle::upper);
-  const index_t n = U.rows();
-  const std::vector<std::int32_t> narrow = detail::compact_indices(n, U.col_indices());
-  ASSERT_EQ(narrow.size(), U.col_indices().size());
-  const detail::SymmetricChunks& s = detail::symmetric_chunks(n, U.row_ptr(), U.col_indices(), Triangle::upper);
-  for (const index_t width : {1, 3, 37}) {
-    SCOPED_TRACE(::testing::Message() << "width " << width);
-    const Dense<T> B = random_dense<T>(this->rng, n, width);
-    const Dense<T> C0 = random_dense<T>(this->rng, n, width);
-    for_each_isa([&](Isa) {
-      const auto& csr = dispatch::csr_kernels<T>();
-      const auto& sym = dispatch::symmetric_kernels<T, T>();
-      Dense<T> wide = C0, compact = C0;
-      std::vector<double> dots[2];
-      for (const bool use_compact : {false, true}) {
-        Dense<T>& C = use_compact ? compact : wide;
-        const std::int32_t* idx32 = use_compact ? narrow.data() : nullptr;
-        const kernels::cpu::CsrProduct<T> prod{width, U.row_ptr().data(), U.col_indices().data(), idx32,
-                                               U.values().data(), T(-1.5), T(0.5), B.values().data(), width,
-                                               C.values().data(), width};
-        csr.spmm(prod, 0, n);
-        if (width > 1) continue;
-        std::vector<T> window(static_cast<std::size_t>(s.window_total())), buffer(static_cast<std::size_t>(s.max_span));
-        std::vector<T> y(C.values().begin(), C.values().end());
-        const kernels::cpu::SymmetricProduct<T, T> sp{U.row_ptr().data(), U.col_indices().data(), idx32,
-                                                      U.values().data(), true, T(2), T(-1), B.values().data(),
-                                                      y.data(), y.data(), window.data()};
-        for (index_t c = 0; c < s.chunks(); ++c) sym.local(sp, s, c, buffer.data());
-        std::vector<double>& dot = dots[use_compact];
-        dot.assign(static_cast<std::size_t>(s.chunks() * kernels::cpu::kSymmetricDotLanes), 0.0);
-        for (index_t c = 0; c < s.chunks(); ++c) sym.combine(sp, s, c, dot.data() + c * kernels::cpu::kSymmetricDotLanes);
-        std::copy(y.begin(), y.end(), C.values().begin());
-      }
-      EXPECT_TRUE(same_bytes(wide, compact));
-      EXPECT_EQ(dots[0], dots[1]);  // the fused xᵀy lanes (empty for width > 1)
-    });
+  for (const Triangle uplo : {Triangle::upper, Triangle::lower}) {
+    const bool upper = uplo == Triangle::upper;
+    SCOPED_TRACE(upper ? "upper" : "lower");
+    // A band of several chunks, so that mirrored entries cross into other chunks' rows.
+    const CsrMatrix<T> U = banded_triangle<T>(this->rng, 50000, {0, 1, 7, 300, 1500}, false, uplo);
+    const index_t n = U.rows();
+    const std::vector<std::int32_t> narrow = detail::compact_indices(n, U.col_indices());
+    ASSERT_EQ(narrow.size(), U.col_indices().size());
+    const detail::SymmetricChunks& s = detail::symmetric_chunks(n, U.row_ptr(), U.col_indices(), uplo);
+    ASSERT_GE(s.chunks(), 3);
+    for (const index_t width : {1, 3, 37}) {
+      SCOPED_TRACE(::testing::Message() << "width " << width);
+      const Dense<T> B = random_dense<T>(this->rng, n, width);
+      const Dense<T> C0 = random_dense<T>(this->rng, n, width);
+      for_each_isa([&](Isa) {
+        const auto& csr = dispatch::csr_kernels<T>();
+        const auto& sym = dispatch::symmetric_kernels<T, T>();
+        Dense<T> wide = C0, compact = C0;
+        std::vector<double> dots[2];
+        for (const bool use_compact : {false, true}) {
+          Dense<T>& C = use_compact ? compact : wide;
+          const std::int32_t* idx32 = use_compact ? narrow.data() : nullptr;
+          const kernels::cpu::CsrProduct<T> prod{width, U.row_ptr().data(), U.col_indices().data(), idx32,
+                                                 U.values().data(), T(-1.5), T(0.5), B.values().data(), width,
+                                                 C.values().data(), width};
+          csr.spmm(prod, 0, n);
+          if (width > 1) continue;
+          std::vector<T> window(static_cast<std::size_t>(s.window_total())), buffer(static_cast<std::size_t>(s.max_span));
+          std::vector<T> y(C.values().begin(), C.values().end());
+          const kernels::cpu::SymmetricProduct<T, T> sp{U.row_ptr().data(), U.col_indices().data(), idx32,
+                                                        U.values().data(), upper, T(2), T(-1), B.values().data(),
+                                                        y.data(), y.data(), window.data()};
+          for (index_t c = 0; c < s.chunks(); ++c) sym.local(sp, s, c, buffer.data());
+          std::vector<double>& dot = dots[use_compact];
+          dot.assign(static_cast<std::size_t>(s.chunks() * kernels::cpu::kSymmetricDotLanes), 0.0);
+          for (index_t c = 0; c < s.chunks(); ++c)
+            sym.combine(sp, s, c, dot.data() + c * kernels::cpu::kSymmetricDotLanes);
+          std::copy(y.begin(), y.end(), C.values().begin());
+        }
+        EXPECT_TRUE(same_bytes(wide, compact));
+        EXPECT_EQ(dots[0], dots[1]);  // the fused xᵀy lanes (empty for width > 1)
+      });
+    }
   }
 }
 

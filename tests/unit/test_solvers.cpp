@@ -220,17 +220,33 @@ TEST_F(Solvers, BlockCgFrozenColumnsKeepTheirSingleSolveBitwise) {
               std::sin(h * static_cast<double>(i / (e * e) + 1));
   }
   const std::vector<double> M = jacobi_preconditioner(A);
-  for (const bool precond : {true, false}) {
-    SCOPED_TRACE(precond ? "jacobi" : "none");
-    CgOptions<double> opt{.tol = 1e-10, .max_iter = 400};
-    if (precond) opt.preconditioner = M;
-    const LinearOperator<double> op(A);
-    const auto block = cg(op, B.view(), opt);
-    EXPECT_EQ(block.iterations[1], 0);
-    EXPECT_LE(block.iterations[2], 2);
-    EXPECT_GT(block.iterations[0], 10);
-    expect_columns_are_single_solves(op, B, opt, block);
-  }
+  // The full matrix, and its stored upper triangle (whose product sums pᵀq itself).
+  const CsrMatrix<double> U = triangle_of(A, Triangle::upper);
+  for (const bool precond : {true, false})
+    for (const bool half : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << (precond ? "jacobi, " : "none, ") << (half ? "upper triangle" : "full"));
+      CgOptions<double> opt{.tol = 1e-10, .max_iter = 400};
+      if (precond) opt.preconditioner = M;
+      const LinearOperator<double> op = half ? LinearOperator<double>(U, Triangle::upper) : LinearOperator<double>(A);
+      const auto block = cg(op, B.view(), opt);
+      EXPECT_EQ(block.iterations[1], 0);
+      EXPECT_LE(block.iterations[2], 2);
+      EXPECT_GT(block.iterations[0], 10);
+      expect_columns_are_single_solves(op, B, opt, block);
+    }
+}
+
+TEST_F(Solvers, BlockCgOnAStoredTriangleEqualsSingleSolvesBitwise) {
+  // Large enough for two reduction chunks (4096 rows each): the single solves sum pᵀq
+  // inside the symmetric product, so the block solve must too, column by column.
+  const CsrMatrix<double> A = poisson3d<double>(20);
+  const CsrMatrix<double> U = triangle_of(A, Triangle::upper);
+  const Dense<double> B = random_dense<double>(rng, A.rows(), 3);
+  const std::vector<double> M = jacobi_preconditioner(A);
+  const CgOptions<double> opt{.tol = 1e-10, .max_iter = 400, .preconditioner = M};
+  const LinearOperator<double> op(U, Triangle::upper);
+  const auto block = cg(op, B.view(), opt);
+  expect_columns_are_single_solves(op, B, opt, block);
 }
 
 TEST_F(Solvers, BlockCgBreakdownOfOneColumnLeavesTheOthers) {
