@@ -65,9 +65,9 @@ double true_residual(const CsrMatrix<double>& A, std::span<const double> b, std:
 ///   update               reads x, p, r, q, M⁻¹; writes x, r (with rᵀr, rᵀz): 7n
 ///   direction            p = M⁻¹ r + β p reads r, M⁻¹, p; writes p: 4n
 /// 13n vector values in all, each store counted once (as the STREAM triad counts its
-/// stores). For k columns every term but M⁻¹ is k times larger: (11k + 2) n values. Not counted, since the storage does not require them: the symmetric
-/// product's per-chunk accumulation windows, and the extra read of p and q for pᵀq when
-/// the product is not fused with it (the half-storage operator).
+/// stores). For k columns every term but M⁻¹ is k times larger: (11k + 2) n values. Not
+/// counted, since the storage does not require them: the symmetric product's per-chunk
+/// accumulation windows (pᵀq is fused into both products).
 double cg_iteration_bytes(const CsrMatrix<double>& S, index_t k = 1) {
   const double n = static_cast<double>(S.rows());
   return static_cast<double>(S.nnz()) * (sizeof(double) + index_bytes(S)) + (n + 1) * sizeof(index_t) +

@@ -107,7 +107,7 @@ void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const st
 namespace {
 
 /// y = alpha * S * x + beta * y for the symmetric S stored as A's `uplo` triangle; with
-/// `dot` not null, also x_i * y_i summed per chunk into the chunk's kSymmetricDotLanes
+/// `dot` not null, also x_i * y_i summed per chunk into the chunk's kCgLanes
 /// lanes of `dot` (chunks * lanes values).
 template <Value TA, class TY>
 void symmetric_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const TA> x,
@@ -125,7 +125,7 @@ void symmetric_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, s
   using Acc = acc_t<TA>;
   constexpr bool direct = std::is_same_v<TY, Acc>;  // accumulate in y itself
   const index_t chunks = s.chunks();
-  constexpr index_t lanes = kernels::cpu::kSymmetricDotLanes;
+  constexpr index_t lanes = kernels::cpu::kCgLanes;
   if (dot) dot->assign(static_cast<std::size_t>(chunks * lanes), 0.0);
   const int parts = detail::parts_for(chunks, static_cast<double>(A.nnz()));
   const std::size_t window_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.window_total()));
@@ -165,9 +165,9 @@ double detail::spmv_symmetric_dot(const CsrMatrix<T>& A, Triangle uplo, std::spa
   std::vector<double> lanes;
   symmetric_product(acc_t<T>(1), A, uplo, x, acc_t<T>(0), y, &lanes);
   double total = 0.0;
-  for (std::size_t c = 0; c < lanes.size(); c += kernels::cpu::kSymmetricDotLanes) {
+  for (std::size_t c = 0; c < lanes.size(); c += kernels::cpu::kCgLanes) {
     double chunk = 0.0;
-    for (index_t l = 0; l < kernels::cpu::kSymmetricDotLanes; ++l) chunk += lanes[c + static_cast<std::size_t>(l)];
+    for (index_t l = 0; l < kernels::cpu::kCgLanes; ++l) chunk += lanes[c + static_cast<std::size_t>(l)];
     total += chunk;
   }
   return total;

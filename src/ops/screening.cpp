@@ -133,8 +133,7 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
   std::vector<const T*> at(static_cast<std::size_t>(kept));
   std::vector<unsigned char> packs(static_cast<std::size_t>(st.block_cols()), 0);
   struct Partial {
-    index_t k, bi;
-    T* copy;
+    index_t k, bi;  // masked copy i at masked + i * b * b
   };
   std::vector<Partial> partials;
   partials.reserve(static_cast<std::size_t>(sc.partials));
@@ -144,9 +143,8 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
       packs[sc.kept_idx[k]] = 1;
       at[k] = A.block(q).data();
       if (sc.tile[static_cast<std::size_t>(q)] != Tile::partial) continue;
-      T* copy = masked + static_cast<index_t>(partials.size()) * b * b;
-      at[k] = copy;
-      partials.push_back({k, bi, copy});
+      at[k] = masked + static_cast<index_t>(partials.size()) * b * b;
+      partials.push_back({k, bi});
     }
   // The masked copies, in parallel (each writes its own block).
   const auto n_partial = static_cast<index_t>(partials.size());
@@ -154,7 +152,7 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
   detail::parallel_parts(copy_parts, [&](int t) {
     for (index_t i = n_partial * t / copy_parts; i < n_partial * (t + 1) / copy_parts; ++i) {
       const Partial& m = partials[static_cast<std::size_t>(i)];
-      masked_copy(A.block(sc.kept_pos[m.k]).data(), m.copy, b, m.bi, sc.kept_idx[m.k], sc);
+      masked_copy(A.block(sc.kept_pos[m.k]).data(), masked + i * b * b, b, m.bi, sc.kept_idx[m.k], sc);
     }
   });
   const kernels::cpu::BsrProduct<T, T> prod{b,       st.rows(),     st.cols(),  st.block_cols(), B.cols,

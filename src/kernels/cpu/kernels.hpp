@@ -121,6 +121,10 @@ struct CsrKernels {
                 index_t r1);
 };
 
+/// Lanes of CG's reductions: row r0 + i of a chunk adds its terms to lane i % kCgLanes
+/// (CgKernels, and the pᵀq that SymmetricKernels::combine sums for a stored triangle).
+inline constexpr index_t kCgLanes = 8;
+
 /// y = alpha * S * x + beta * y for the symmetric S whose upper or lower triangle (with
 /// the diagonal, rows sorted) is stored, in two phases over a fixed chunking of the rows
 /// (detail::SymmetricChunks): `local` for every chunk, then `combine` for every chunk.
@@ -145,11 +149,10 @@ template <class TA, class TY>
 struct SymmetricKernels {
   /// Phase 1 for chunk c; `buffer` holds SymmetricChunks::max_span elements.
   void (*local)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, acc_t<TA>* buffer);
-  /// Phase 2 for chunk c; with `dot` (kSymmetricDotLanes zeroed sums) not null, also
-  /// adds x_i * y_i of its rows, row r0 + i to lane i % kSymmetricDotLanes.
+  /// Phase 2 for chunk c; with `dot` (kCgLanes zeroed sums) not null, also adds
+  /// x_i * y_i of its rows, row r0 + i to lane i % kCgLanes (CG's pᵀq).
   void (*combine)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, double* dot);
 };
-inline constexpr index_t kSymmetricDotLanes = 8;
 
 /// Conjugate gradients' vector passes over n x k row-major blocks (solvers/cg.cpp; one
 /// right-hand side is k = 1). A pass covers rows [r0, r1) of one reduction chunk and adds
@@ -158,7 +161,6 @@ inline constexpr index_t kSymmetricDotLanes = 8;
 /// one reduction (its lanes contiguous), k columns walk a row's reductions (contiguous
 /// by lane). `live[j]` is 0 for a frozen column, which passes with `select` leave alone
 /// (update) or zero (direction: p and r); see solvers/cg.cpp.
-inline constexpr index_t kCgLanes = 8;
 template <class T>
 struct CgBlock {
   index_t k;
