@@ -76,11 +76,20 @@ struct DenseBaseline {
   double child_ms = NAN;
 };
 
+/// "<model name> (family F model M)" of the first CPU in /proc/cpuinfo. VMs often name
+/// only the vendor line ("AMD EPYC"); family and model tell Zen 4 (25/17, AVX-512 on
+/// 256-bit units) from Zen 5 (26/x, full-width), whose FMA peaks differ by 2x.
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
+  std::string name = "unknown", family, model;
+  const auto value = [](const std::string& line) { return line.substr(line.find(':') + 2); };
+  for (std::string line; std::getline(in, line) && !line.empty();) {
+    if (line.rfind("model name", 0) == 0) name = value(line);
+    else if (line.rfind("cpu family", 0) == 0) family = value(line);
+    else if (line.rfind("model\t", 0) == 0) model = value(line);
+  }
+  if (family.empty() || model.empty()) return name;
+  return name + " (family " + family + " model " + model + ")";
 }
 
 /// The fields every row starts with.
