@@ -23,6 +23,7 @@ namespace trnsparse::kernels::cpu::avx512bf16 {
 namespace {
 
 constexpr index_t kPairNR = 2 * 16;  // columns per panel: two zmm of 16 fp32 lanes
+static_assert(kPairNR == panel_width<bf16>(), "pair panels follow bsr_tile.inc's packed layout (panel_offset)");
 
 template <class TY>
 bool use_pairs(const BsrProduct<bf16, TY>& p) {
@@ -45,14 +46,14 @@ template <class TY>
 void pairs_pack(const BsrProduct<bf16, TY>& p, void* packed_v, index_t r0, index_t r1) {
   if (!use_pairs(p)) return pack(p, packed_v, r0, r1);
   auto* packed = static_cast<std::uint16_t*>(packed_v);
-  const index_t rows = p.in_block_rows * p.b;
-  for (index_t jp = 0; jp * kPairNR < p.width; ++jp) {
-    const index_t c0 = jp * kPairNR, nc = min_index(kPairNR, p.width - c0);
-    for (index_t i = r0 * p.b; i < r1 * p.b; ++i) {
-      if (p.packs && !p.packs[i / p.b]) continue;
-      std::uint16_t* dst = packed + (jp * rows + (i & ~index_t{1})) * kPairNR + (i & 1);
-      const index_t valid = i < p.in_rows ? nc : 0;
-      for (index_t c = 0; c < valid; ++c) dst[2 * c] = p.B[i * p.ldb + c0 + c].bits;
+  for (index_t i = r0 * p.b; i < r1 * p.b; ++i) {  // row by row: B read in order, as pack()
+    if (p.packs && !p.packs[i / p.b]) continue;
+    const bf16* src = p.B + i * p.ldb;
+    for (index_t jp = 0; jp * kPairNR < p.width; ++jp) {
+      const index_t c0 = jp * kPairNR, valid = i < p.in_rows ? min_index(kPairNR, p.width - c0) : 0;
+      std::uint16_t* dst = packed + panel_offset<bf16>(p.in_block_rows, p.b, p.width, i / p.b, jp) +
+                           (i % p.b & ~index_t{1}) * kPairNR + (i & 1);
+      for (index_t c = 0; c < valid; ++c) dst[2 * c] = src[c0 + c].bits;
       for (index_t c = valid; c < kPairNR; ++c) dst[2 * c] = 0;
     }
   }
@@ -94,7 +95,6 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
   const auto* packed = static_cast<const std::uint16_t*>(packed_v);
   auto* ws = static_cast<float*>(ws_v);
   const index_t b = p.b, ncw = chunk_width<bf16>();
-  const index_t rows_packed = p.in_block_rows * b;
   const auto strips = std::make_integer_sequence<int, kMR>{};
   for (index_t bi = r0; bi < r1; ++bi) {
     const index_t rows = min_index(b, p.out_rows - bi * b);
@@ -105,12 +105,12 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
         for (index_t i = 0; i < rows * ncw; ++i) ws[i] = 0.0f;
       for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
         const bf16* blk = p.block(q);
-        const std::uint16_t* bq = packed + (c0 / kPairNR * rows_packed + p.idx[q] * b) * kPairNR;
+        const std::uint16_t* bq = packed + panel_offset<bf16>(p.in_block_rows, b, p.width, p.idx[q], c0 / kPairNR);
         const bool first = q == p.ptr[bi];
         for (index_t s = 0; s < rows; s += kMR) {
           const int mr = static_cast<int>(min_index(kMR, rows - s));
           for (index_t jp = 0; jp < panels; ++jp) {
-            const std::uint16_t* bpanel = bq + jp * rows_packed * kPairNR;
+            const std::uint16_t* bpanel = bq + jp * b * kPairNR;
             float* w = ws + s * ncw + jp * kPairNR;
             if (mr == kMR) micro_pairs<kMR>(b, blk + s * b, bpanel, w, ncw, first);
             else micro_pairs_rows(strips, mr, b, blk + s * b, bpanel, w, ncw, first);
