@@ -23,6 +23,7 @@ namespace trnsparse::solvers {
 
 inline constexpr index_t kChunkRows = 4096;
 inline constexpr index_t kLanes = kernels::cpu::kCgLanes;  // the CG kernels' lanes
+inline constexpr int kGrab = 8;                              // chunks a thread takes at a time
 
 /// Where lane l of reduction j sits among a chunk's m * kLanes slots. A body that walks
 /// a row's reductions in its inner loop (block CG's k columns) wants them contiguous
@@ -42,14 +43,21 @@ public:
   /// the zeroed lane l of reduction j, on threads granted for `elements` values.
   template <class Body>
   void run(double elements, Body&& body) {
+    const auto chunk = [&](index_t c) {
+      double* lanes = lanes_.data() + c * kLanes * m_;
+      std::fill(lanes, lanes + kLanes * m_, 0.0);
+      body(c * kChunkRows, std::min(n_, (c + 1) * kChunkRows), lanes);
+    };
     const int parts = detail::parts_for(chunks_, elements);
-    detail::parallel_parts(parts, [&](int t) {
-      for (index_t c = chunks_ * t / parts; c < chunks_ * (t + 1) / parts; ++c) {
-        double* lanes = lanes_.data() + c * kLanes * m_;
-        std::fill(lanes, lanes + kLanes * m_, 0.0);
-        body(c * kChunkRows, std::min(n_, (c + 1) * kChunkRows), lanes);
-      }
-    });
+    if (parts == 1) {
+      for (index_t c = 0; c < chunks_; ++c) chunk(c);
+      return;
+    }
+    // Threads take kGrab chunks at a time, in any order (a chunk's lanes do not depend
+    // on the thread): on a shared machine a thread slowed down takes fewer chunks,
+    // where a static split would make every pass wait for it.
+#pragma omp parallel for num_threads(parts) schedule(dynamic, kGrab)
+    for (index_t c = 0; c < chunks_; ++c) chunk(c);
   }
 
   /// Totals the reductions of the last run: lanes in order within a chunk, then chunks
