@@ -73,6 +73,29 @@ double stream_triad_gbps(index_t n, int reps, int threads) {
   return 3.0 * 8.0 * static_cast<double>(n) / best / 1e9;
 }
 
+double stream_read_gbps(index_t n, int reps, int threads) {
+  n = (n + 7) / 8 * 8;
+  std::vector<double> b(static_cast<std::size_t>(n)), c(b.size());
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (index_t i = 0; i < n; ++i) b[i] = 1.0, c[i] = 2.0;
+  double best = 1e300;
+  for (int r = 0; r < reps + 1; ++r) {
+    double total = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      double lanes[8] = {};  // independent sums: the loads, not an add chain, set the pace
+#pragma omp for schedule(static)
+      for (index_t i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; ++l) lanes[l] += b[i + l] + c[i + l];
+      for (const double v : lanes) total += v;
+    }
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (total != 3.0 * static_cast<double>(n)) return 0.0;  // not expected: the loop did not run as written
+  }
+  return 2.0 * 8.0 * static_cast<double>(n) / best / 1e9;
+}
+
 namespace {
 
 // kChains independent accumulators hide the FMA latency; nothing touches memory. Each

@@ -24,6 +24,11 @@ double eigen_spmm_ms(const CsrMatrix<double>& A, DenseView<const double> B, Dens
 /// STREAM triad a = b + s c over three arrays of `n` doubles on `threads`: best GB/s.
 double stream_triad_gbps(index_t n, int reps, int threads);
 
+/// Read-only streaming: the sum of two arrays of `n` doubles on `threads`, best GB/s.
+/// The ceiling of a kernel that mostly reads (SpMV); below the triad's on hosts whose
+/// memory serves mixed reads and writes faster than reads alone.
+double stream_read_gbps(index_t n, int reps, int threads);
+
 /// fp32 FMA peak of the active ISA from a register-only loop on `threads`, GFLOP/s.
 double fma_peak_gflops(int threads);
 

@@ -289,8 +289,8 @@ double spmv_bytes(const CsrMatrix<T>& A) {
 }
 
 template <class T>
-void spmv_row(const Options& o, int threads, double stream, const std::string& name, const CsrMatrix<T>& A,
-              const Emit& emit) {
+void spmv_row(const Options& o, int threads, double stream, double read, const std::string& name,
+              const CsrMatrix<T>& A, const Emit& emit) {
   const Dense<T> x_dense = random_dense<T>(A.cols(), 1, 6);
   const std::span<const T> x = x_dense.values();
   std::vector<T> y(static_cast<std::size_t>(A.rows()));
@@ -313,6 +313,8 @@ void spmv_row(const Options& o, int threads, double stream, const std::string& n
                          {"gbps", num(spmv_bytes(A) / times.front() / 1e6)},
                          {"gbps_vs_stream", num(spmv_bytes(A) / times.front() / 1e6 / stream)},
                          {"stream_gbps", num(stream)},
+                         {"gbps_vs_read", num(spmv_bytes(A) / times.front() / 1e6 / read)},
+                         {"stream_read_gbps", num(read)},
                          {"speedup_vs_eigen", num(eigen / ms)}});
   if (A.rows() == A.cols()) {  // the half-storage product, when A is symmetric
     const CsrMatrix<T> At = transpose(A);
@@ -333,10 +335,11 @@ void spmv_row(const Options& o, int threads, double stream, const std::string& n
 template <class T>
 void spmv_section(const Options& o, int threads, const Emit& emit) {
   const double stream = stream_triad_gbps(index_t{1} << 25, o.reps, threads);
-  spmv_row(o, threads, stream, "poisson3d_" + std::to_string(o.poisson_n), poisson3d<T>(o.poisson_n), emit);
+  const double read = stream_read_gbps(index_t{1} << 25, o.reps, threads);
+  spmv_row(o, threads, stream, read, "poisson3d_" + std::to_string(o.poisson_n), poisson3d<T>(o.poisson_n), emit);
   for (const auto& path : o.matrices) {
     const MmMatrix mm = read_matrix_market(path);
-    spmv_row(o, threads, stream, path.filename().string(), cast<T>(to_csr(mm.entries)), emit);
+    spmv_row(o, threads, stream, read, path.filename().string(), cast<T>(to_csr(mm.entries)), emit);
   }
 }
 
