@@ -100,9 +100,9 @@ namespace {
 
 // kChains independent accumulators hide the FMA latency; nothing touches memory. Each
 // chain starts from its own value and every chain reaches the result: chains that start
-// equal are one chain to the compiler (GCC folded twelve into one, so the loop ran one
-// latency-bound chain and read 12x too high). One function per ISA, each compiled for
-// its target: GFLOP/s of one thread.
+// equal are one chain to the compiler (GCC folded twelve into one: the loop ran one
+// latency-bound chain, counted twelve times, 3x the true peak). One function per ISA,
+// each compiled for its target: GFLOP/s of one thread.
 constexpr int kChains = 12;
 constexpr long kIters = 10'000'000;
 

@@ -82,7 +82,10 @@ struct DenseBaseline {
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string name = "unknown", family, model;
-  const auto value = [](const std::string& line) { return line.substr(line.find(':') + 2); };
+  const auto value = [](const std::string& line) {
+    const auto colon = line.find(':');
+    return colon == std::string::npos || colon + 2 > line.size() ? std::string() : line.substr(colon + 2);
+  };
   for (std::string line; std::getline(in, line) && !line.empty();) {
     if (line.rfind("model name", 0) == 0) name = value(line);
     else if (line.rfind("cpu family", 0) == 0) family = value(line);

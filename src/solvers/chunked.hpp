@@ -23,7 +23,7 @@ namespace trnsparse::solvers {
 
 inline constexpr index_t kChunkRows = 4096;
 inline constexpr index_t kLanes = kernels::cpu::kCgLanes;  // the CG kernels' lanes
-inline constexpr int kGrab = 8;                              // chunks a thread takes at a time
+inline constexpr index_t kGrab = 8;                          // most chunks a thread takes at a time
 
 /// Where lane l of reduction j sits among a chunk's m * kLanes slots. A body that walks
 /// a row's reductions in its inner loop (block CG's k columns) wants them contiguous
@@ -53,10 +53,12 @@ public:
       for (index_t c = 0; c < chunks_; ++c) chunk(c);
       return;
     }
-    // Threads take kGrab chunks at a time, in any order (a chunk's lanes do not depend
-    // on the thread): on a shared machine a thread slowed down takes fewer chunks,
-    // where a static split would make every pass wait for it.
-#pragma omp parallel for num_threads(parts) schedule(dynamic, kGrab)
+    // Threads take up to kGrab chunks at a time, in any order (a chunk's lanes do not
+    // depend on the thread): on a shared machine a thread slowed down takes fewer
+    // chunks, where a static split would make every pass wait for it. At least 4 grabs
+    // per thread, so a few chunks still spread over every thread.
+    const index_t grab = std::clamp<index_t>(chunks_ / (4 * index_t{parts}), 1, kGrab);
+#pragma omp parallel for num_threads(parts) schedule(dynamic, grab)
     for (index_t c = 0; c < chunks_; ++c) chunk(c);
   }
 

@@ -5,7 +5,8 @@
 // The shapes aim at the tile kernels' edges (bsr_tile.inc, csr_tile.inc,
 // avx512bf16/bsr_kernels.cpp): strips of kMR rows with a shorter last strip (b = 3, 10,
 // 17 against kMR = 4 / 8), panels of NR columns with tails (NR = 4 scalar, 8..32 SIMD;
-// widths 15..33), column chunks of 8 panels (32..256 columns: widths 100, 257, 300),
+// widths 15..33), column chunks of 16 panels (64..512 columns: widths 100, 257, 300,
+// and 529, 600, 1100, which end in a partial chunk on every ISA, fp32 on AVX-512 too),
 // the width-1 vector path (spmv, and spmm with a strided n x 1 B), the transposed path
 // (BSC view with a permutation), the bf16 pair path for even block sizes (b = 2, 8, 10,
 // 16, 32, 64, 128) and its widening fallback for odd ones (b = 1, 3, 9, 17), logical
@@ -87,6 +88,11 @@ std::vector<BsrCase> bsr_cases() {
       {"dense_b10_30x30", 30, 30, 10, {1, 33}, full},
       {"no_stored_blocks_20x20_b4", 20, 20, 4, {1, 5}, no_blocks},
       {"all_zero_blocks_30x30_b4", 30, 30, 4, {1, 17}, zero_blocks},
+      // Wider than a chunk (packed B slabs, panel_offset): a general even b (the bf16 pair
+      // path), the b = 16 fast path and a general odd b, each with partial edge blocks.
+      {"wide_b10_47x43", 47, 43, 10, {600}},
+      {"wide_b16_40x37", 40, 37, 16, {1100}},
+      {"wide_odd_b17_40x36", 40, 36, 17, {529}},
   };
 }
 
