@@ -28,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -383,12 +384,22 @@ TYPED_TEST(KernelCompactIndices, SameBitsAsTheWideIndices) {
           const kernels::cpu::SymmetricProduct<T, T> sp{U.row_ptr().data(), U.col_indices().data(), idx32,
                                                         U.values().data(), upper, T(2), T(-1), B.values().data(),
                                                         y.data(), y.data(), window.data()};
-          for (index_t c = 0; c < s.chunks(); ++c) sym.local(sp, s, c, buffer.data());
           std::vector<double>& dot = dots[use_compact];
           dot.assign(static_cast<std::size_t>(s.chunks() * kernels::cpu::kCgLanes), 0.0);
+          for (index_t c = 0; c < s.chunks(); ++c) sym.local(sp, s, c, buffer.data());
           for (index_t c = 0; c < s.chunks(); ++c)
             sym.combine(sp, s, c, dot.data() + c * kernels::cpu::kCgLanes);
           std::copy(y.begin(), y.end(), C.values().begin());
+          // Every row's x_i y_i term once: the lanes add up to xᵀy (fp64 sums of fp64
+          // products of T values, reordered: relative error within n ulp).
+          double total = 0.0, expected = 0.0, magnitude = 0.0;
+          for (const double v : dot) total += v;
+          for (index_t i = 0; i < n; ++i) {
+            const double term = static_cast<double>(B.values()[i]) * static_cast<double>(y[i]);
+            expected += term;
+            magnitude += std::abs(term);
+          }
+          EXPECT_NEAR(total, expected, static_cast<double>(n) * std::numeric_limits<double>::epsilon() * magnitude);
         }
         EXPECT_TRUE(same_bytes(wide, compact));
         EXPECT_EQ(dots[0], dots[1]);  // the fused xᵀy lanes (empty for width > 1)
