@@ -28,8 +28,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <utility>
