@@ -148,7 +148,11 @@ void symmetric_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, s
   const auto& kernel = dispatch::symmetric_kernels<TA, TY>();
   // Chunks go to threads in any order: each chunk's result is the same wherever it runs.
   detail::parallel_phases(
-      parts, chunks, [&](int t, index_t c) { kernel.local(prod, s, c, reinterpret_cast<Acc*>(locals + t * local_bytes)); },
+      parts, chunks,
+      [&](int t, index_t c) {
+        kernel.local(prod, s, c, reinterpret_cast<Acc*>(locals + t * local_bytes),
+                     dot ? dot->data() + c * lanes : nullptr);
+      },
       [&](int, index_t c) { kernel.combine(prod, s, c, dot ? dot->data() + c * lanes : nullptr); });
 }
 

@@ -386,7 +386,8 @@ TYPED_TEST(KernelCompactIndices, SameBitsAsTheWideIndices) {
                                                         y.data(), y.data(), window.data()};
           std::vector<double>& dot = dots[use_compact];
           dot.assign(static_cast<std::size_t>(s.chunks() * kernels::cpu::kCgLanes), 0.0);
-          for (index_t c = 0; c < s.chunks(); ++c) sym.local(sp, s, c, buffer.data());
+          for (index_t c = 0; c < s.chunks(); ++c)
+            sym.local(sp, s, c, buffer.data(), dot.data() + c * kernels::cpu::kCgLanes);
           for (index_t c = 0; c < s.chunks(); ++c)
             sym.combine(sp, s, c, dot.data() + c * kernels::cpu::kCgLanes);
           std::copy(y.begin(), y.end(), C.values().begin());

@@ -147,10 +147,14 @@ struct SymmetricProduct {
 
 template <class TA, class TY>
 struct SymmetricKernels {
-  /// Phase 1 for chunk c; `buffer` holds SymmetricChunks::max_span elements.
-  void (*local)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, acc_t<TA>* buffer);
-  /// Phase 2 for chunk c; with `dot` (kCgLanes zeroed sums) not null, also adds
-  /// x_i * y_i of its rows, row r0 + i to lane i % kCgLanes (CG's pᵀq).
+  /// Phase 1 for chunk c; `buffer` holds SymmetricChunks::max_span elements. With `dot`
+  /// (the chunk's kCgLanes zeroed sums) not null, it may add the x_i * y_i terms of the
+  /// rows it completes (an upper triangle's rows that no other chunk's window reaches).
+  void (*local)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, acc_t<TA>* buffer,
+                double* dot);
+  /// Phase 2 for chunk c; with `dot` not null, adds the x_i * y_i terms of its other
+  /// rows, row r0 + i to lane i % kCgLanes (CG's pᵀq): each lane sums its rows in
+  /// ascending order, those of phase 1 first.
   void (*combine)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, double* dot);
 };
 
