@@ -153,8 +153,8 @@ struct SymmetricKernels {
   void (*local)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, acc_t<TA>* buffer,
                 double* dot);
   /// Phase 2 for chunk c; with `dot` not null, adds the x_i * y_i terms of its other
-  /// rows, row r0 + i to lane i % kCgLanes (CG's pᵀq): each lane sums its rows in
-  /// ascending order, those of phase 1 first.
+  /// rows, row r0 + i to lane i % kCgLanes (CG's pᵀq): each lane sums phase 1's rows in
+  /// ascending order, then the combine's in ascending order.
   void (*combine)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, double* dot);
 };
 
