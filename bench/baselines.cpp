@@ -59,41 +59,38 @@ double eigen_spmm_ms(const CsrMatrix<double>& A, DenseView<const double> B, Dens
   return eigen_impl(A, B, C, reps, threads);
 }
 
-double stream_triad_gbps(index_t n, int reps, int threads) {
-  std::vector<double> a(static_cast<std::size_t>(n)), b(a.size()), c(a.size());
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (index_t i = 0; i < n; ++i) a[i] = 0.0, b[i] = 1.0, c[i] = 2.0;  // first touch by the owning thread
-  double best = 1e300;
-  for (int r = 0; r < reps + 1; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (index_t i = 0; i < n; ++i) a[i] = b[i] + 3.0 * c[i];
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 3.0 * 8.0 * static_cast<double>(n) / best / 1e9;
+Stream::Stream(index_t n, int threads)
+    : n_((n + 7) / 8 * 8), threads_(threads), a_(static_cast<std::size_t>(n_)), b_(a_.size()), c_(a_.size()) {
+  double *a = a_.data(), *b = b_.data(), *c = c_.data();
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (index_t i = 0; i < n_; ++i) a[i] = 0.0, b[i] = 1.0, c[i] = 2.0;  // first touch by the owning thread
 }
 
-double stream_read_gbps(index_t n, int reps, int threads) {
-  n = (n + 7) / 8 * 8;
-  std::vector<double> b(static_cast<std::size_t>(n)), c(b.size());
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (index_t i = 0; i < n; ++i) b[i] = 1.0, c[i] = 2.0;
-  double best = 1e300;
-  for (int r = 0; r < reps + 1; ++r) {
-    double total = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
-      double lanes[8] = {};  // independent sums: the loads, not an add chain, set the pace
+double Stream::triad_gbps() {
+  double* a = a_.data();
+  const double *b = b_.data(), *c = c_.data();
+  const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (index_t i = 0; i < n_; ++i) a[i] = b[i] + 3.0 * c[i];
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 3.0 * 8.0 * static_cast<double>(n_) / s / 1e9;
+}
+
+double Stream::read_gbps() {
+  const double *b = b_.data(), *c = c_.data();
+  double total = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads_) reduction(+ : total)
+  {
+    double lanes[8] = {};  // independent sums: the loads, not an add chain, set the pace
 #pragma omp for schedule(static)
-      for (index_t i = 0; i < n; i += 8)
-        for (int l = 0; l < 8; ++l) lanes[l] += b[i + l] + c[i + l];
-      for (const double v : lanes) total += v;
-    }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (total != 3.0 * static_cast<double>(n)) return 0.0;  // not expected: the loop did not run as written
+    for (index_t i = 0; i < n_; i += 8)
+      for (int l = 0; l < 8; ++l) lanes[l] += b[i + l] + c[i + l];
+    for (const double v : lanes) total += v;
   }
-  return 2.0 * 8.0 * static_cast<double>(n) / best / 1e9;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (total != 3.0 * static_cast<double>(n_)) return 0.0;  // not expected: the loop did not run as written
+  return 2.0 * 8.0 * static_cast<double>(n_) / s / 1e9;
 }
 
 namespace {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "trnsparse/csr.hpp"
 #include "trnsparse/dense.hpp"
@@ -21,13 +22,25 @@ double eigen_spmm_ms(const CsrMatrix<float>& A, DenseView<const float> B, DenseV
 double eigen_spmm_ms(const CsrMatrix<double>& A, DenseView<const double> B, DenseView<double> C, int reps,
                      int threads);
 
-/// STREAM triad a = b + s c over three arrays of `n` doubles on `threads`: best GB/s.
-double stream_triad_gbps(index_t n, int reps, int threads);
+/// STREAM-style yardsticks over arrays of `n` doubles on `threads`, allocated and
+/// first-touched once, so that each run can sit between the runs of the kernel it is
+/// compared with: this host's bandwidth drifts by tens of percent within a minute, and
+/// a yardstick timed minutes before the kernel measures another machine.
+class Stream {
+ public:
+  Stream(index_t n, int threads);
+  /// One run of the triad a = b + s c, in GB/s (24 bytes per element, as STREAM counts).
+  double triad_gbps();
+  /// One run of a read-only sum of b and c, in GB/s (16 bytes per element): the ceiling
+  /// of a kernel that mostly reads (SpMV); below the triad's on hosts whose memory
+  /// serves mixed reads and writes faster than reads alone.
+  double read_gbps();
 
-/// Read-only streaming: the sum of two arrays of `n` doubles on `threads`, best GB/s.
-/// The ceiling of a kernel that mostly reads (SpMV); below the triad's on hosts whose
-/// memory serves mixed reads and writes faster than reads alone.
-double stream_read_gbps(index_t n, int reps, int threads);
+ private:
+  index_t n_;
+  int threads_;
+  std::vector<double> a_, b_, c_;
+};
 
 /// fp32 FMA peak of the active ISA from a register-only loop on `threads`, GFLOP/s.
 double fma_peak_gflops(int threads);

@@ -20,16 +20,20 @@
 
 namespace trnsparse::bench {
 
+/// Wall time of one run of f, in ms.
+template <class F>
+double elapsed_ms(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 /// Wall times of `reps` runs of f (after one untimed warm-up run), in ms, ascending.
 template <class F>
 std::vector<double> times_ms(int reps, F&& f) {
   f();
   std::vector<double> t;
-  for (int r = 0; r < std::max(reps, 1); ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
+  for (int r = 0; r < std::max(reps, 1); ++r) t.push_back(elapsed_ms(f));
   std::sort(t.begin(), t.end());
   return t;
 }
