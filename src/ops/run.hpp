@@ -4,6 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <span>
 
 #include "runtime/checks.hpp"
@@ -43,10 +46,71 @@ void parallel_parts(int parts, F&& f) {
   for (int t = omp_get_thread_num(); t < parts; t += omp_get_num_threads()) f(t);
 }
 
+/// The units [0, units) of a parallel loop, cut into `parts` contiguous ranges: inside a
+/// parallel region, thread t takes the units of range t from its front, then those the
+/// other ranges have left from their backs. A thread thus keeps the rows it had in the
+/// last loop cut the same way (in its cache), and a thread slowed down on a shared
+/// machine does less, where a static split would make the loop wait for it. Units go to
+/// threads in any order, so a unit's result must not depend on the thread that runs it.
+class UnitRanges {
+public:
+  /// Cuts [0, units) into `parts` ranges; outside a parallel region.
+  void reset(int parts, index_t units) {
+    if (parts > capacity_) ranges_ = std::make_unique<Range[]>(static_cast<std::size_t>(capacity_ = parts));
+    parts_ = parts;
+    for (int t = 0; t < parts; ++t) ranges_[t].reset(units * t / parts, units * (t + 1) / parts);
+  }
+
+  /// Runs f(u) for every unit, each once over the threads of the calling region (which
+  /// may have fewer threads than parts).
+  template <class F>
+  void run(F&& f) {
+    const int self = omp_get_thread_num(), team = omp_get_num_threads();
+    index_t u = 0;
+    for (int t = self; t < parts_; t += team)
+      while (ranges_[t].take_front(u)) f(u);
+    for (int v = 1; v < parts_; ++v)
+      while (ranges_[(self + v) % parts_].take_back(u)) f(u);
+  }
+
+private:
+  /// Units [front, back) not taken yet, in one atomic word (unit numbers fit in 32
+  /// bits): the owner takes the front, other threads the back, and a compare-exchange
+  /// lets exactly one of them have the last unit. One per cache line.
+  class alignas(64) Range {
+  public:
+    void reset(index_t front, index_t back) { word_.store(pack(front, back), std::memory_order_relaxed); }
+    bool take_front(index_t& u) { return take(u, true); }
+    bool take_back(index_t& u) { return take(u, false); }
+
+  private:
+    static std::uint64_t pack(index_t front, index_t back) {
+      return static_cast<std::uint64_t>(front) << 32 | static_cast<std::uint64_t>(back);
+    }
+    bool take(index_t& u, bool front_end) {
+      std::uint64_t word = word_.load(std::memory_order_relaxed);
+      for (;;) {
+        const auto front = static_cast<index_t>(word >> 32), back = static_cast<index_t>(word & 0xffffffffu);
+        if (front >= back) return false;
+        if (word_.compare_exchange_weak(word, front_end ? pack(front + 1, back) : pack(front, back - 1),
+                                        std::memory_order_relaxed)) {
+          u = front_end ? front : back - 1;
+          return true;
+        }
+      }
+    }
+    std::atomic<std::uint64_t> word_{0};
+  };
+
+  std::unique_ptr<Range[]> ranges_;
+  int capacity_ = 0, parts_ = 0;
+};
+
 /// Runs first(t, u) for every unit u in [0, units), then, once all are done, second(t, u)
 /// for every unit, on up to `parts` threads; t in [0, parts) names the running thread's
-/// scratch. Units go to threads dynamically, so a unit's result must not depend on the
-/// thread that runs it (its scratch is private and reset by the unit).
+/// scratch. Units go to threads as UnitRanges deal them, the same way in both phases,
+/// so a unit's result must not depend on the thread that runs it (its scratch is
+/// private and reset by the unit).
 template <class F, class G>
 void parallel_phases(int parts, index_t units, F&& first, G&& second) {
   if (parts == 1) {
@@ -54,13 +118,16 @@ void parallel_phases(int parts, index_t units, F&& first, G&& second) {
     for (index_t u = 0; u < units; ++u) second(0, u);
     return;
   }
+  UnitRanges ranges;
+  ranges.reset(parts, units);
 #pragma omp parallel num_threads(parts)
   {
     const int t = omp_get_thread_num();
-#pragma omp for schedule(dynamic, 1)
-    for (index_t u = 0; u < units; ++u) first(t, u);
-#pragma omp for schedule(dynamic, 1)
-    for (index_t u = 0; u < units; ++u) second(t, u);
+    ranges.run([&](index_t u) { first(t, u); });
+#pragma omp barrier
+#pragma omp single
+    ranges.reset(parts, units);  // (an implied barrier follows)
+    ranges.run([&](index_t u) { second(t, u); });
   }
 }
 
