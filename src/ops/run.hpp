@@ -54,8 +54,11 @@ void parallel_parts(int parts, F&& f) {
 /// threads in any order, so a unit's result must not depend on the thread that runs it.
 class UnitRanges {
 public:
-  /// Cuts [0, units) into `parts` ranges; outside a parallel region.
+  /// Cuts [0, units) into `parts` ranges; outside a parallel region. Units are numbered
+  /// in 32 bits (a range is one 64-bit word): OverflowError from 2^32 units.
   void reset(int parts, index_t units) {
+    if (units > index_t{0xffffffff})
+      throw OverflowError(concat("UnitRanges: ", units, " units, at most 2^32 - 1"));
     if (parts > capacity_) ranges_ = std::make_unique<Range[]>(static_cast<std::size_t>(capacity_ = parts));
     parts_ = parts;
     for (int t = 0; t < parts; ++t) ranges_[t].reset(units * t / parts, units * (t + 1) / parts);
@@ -118,16 +121,15 @@ void parallel_phases(int parts, index_t units, F&& first, G&& second) {
     for (index_t u = 0; u < units; ++u) second(0, u);
     return;
   }
-  UnitRanges ranges;
-  ranges.reset(parts, units);
+  UnitRanges first_ranges, second_ranges;
+  first_ranges.reset(parts, units);
+  second_ranges.reset(parts, units);
 #pragma omp parallel num_threads(parts)
   {
     const int t = omp_get_thread_num();
-    ranges.run([&](index_t u) { first(t, u); });
+    first_ranges.run([&](index_t u) { first(t, u); });
 #pragma omp barrier
-#pragma omp single
-    ranges.reset(parts, units);  // (an implied barrier follows)
-    ranges.run([&](index_t u) { second(t, u); });
+    second_ranges.run([&](index_t u) { second(t, u); });
   }
 }
 

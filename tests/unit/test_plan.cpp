@@ -152,15 +152,17 @@ TEST(UnitRanges, RunsEveryUnitOnce) {
   detail::UnitRanges ranges;
   for (const int parts : {1, 2, 3, 5})
     for (const int team : {1, 2, 3})
-      for (const index_t units : {0, 1, 2, 7, 64, 1001}) {
-        std::vector<std::atomic<int>> runs(static_cast<std::size_t>(units));
-        ranges.reset(parts, units);
+      for (const index_t units : {0, 1, 2, 7, 64, 1001})
+        for (int rep = 0; rep < 20; ++rep) {  // repeated: owners and thieves meet at different units
+          std::vector<std::atomic<int>> runs(static_cast<std::size_t>(units));
+          ranges.reset(parts, units);
 #pragma omp parallel num_threads(team)
-        ranges.run([&](index_t u) { runs[static_cast<std::size_t>(u)].fetch_add(1); });
-        for (index_t u = 0; u < units; ++u)
-          ASSERT_EQ(runs[static_cast<std::size_t>(u)].load(), 1)
-              << "unit " << u << " of " << units << ", parts " << parts << ", team " << team;
-      }
+          ranges.run([&](index_t u) { runs[static_cast<std::size_t>(u)].fetch_add(1); });
+          for (index_t u = 0; u < units; ++u)
+            ASSERT_EQ(runs[static_cast<std::size_t>(u)].load(), 1)
+                << "unit " << u << " of " << units << ", parts " << parts << ", team " << team;
+        }
+  EXPECT_THROW(ranges.reset(2, index_t{1} << 32), OverflowError);
 }
 
 // Thread 0 blocks in its first unit until thread 1 has run a unit of thread 0's range
