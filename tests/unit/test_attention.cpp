@@ -112,6 +112,93 @@ TEST_F(AttentionRandom, MaskUnionIntersectionAndBlockGrid) {
   expect_mask(mask::intersect(c, w), 40, 40, [](index_t i, index_t j) { return j <= i && i / 8 - j / 8 <= 1; });
 }
 
+/// Bottom-right alignment of queries against a longer (or shorter) key sequence: causal
+/// allows j <= i + keys - queries; local_window compares key blocks with the block of the
+/// query's position i + keys - queries.
+TEST(AttentionMask, CausalAndLocalWindowAlignBottomRight) {
+  auto floor_div = [](index_t n, index_t b) { return n >= 0 ? n / b : -((-n + b - 1) / b); };
+  for (index_t b : {1, 3, 8, 16})
+    for (auto [nq, nk] : {std::pair<index_t, index_t>{5, 40}, {1, 33}, {40, 40}, {37, 21}, {0, 9}, {9, 0}}) {
+      SCOPED_TRACE("block " + std::to_string(b) + ", " + std::to_string(nq) + " x " + std::to_string(nk));
+      const index_t off = nk - nq;
+      expect_mask(mask::causal(nq, nk, b), nq, nk, [&](index_t i, index_t j) { return j <= i + off; });
+      for (index_t w : {0, 1, 2}) {
+        expect_mask(mask::local_window(nq, nk, b, w), nq, nk, [&](index_t i, index_t j) {
+          return std::abs(j / b - floor_div(i + off, b)) <= w;
+        });
+      }
+    }
+  // The square overloads are the two-length ones at equal lengths.
+  EXPECT_EQ(mask::causal(50, 50, 8).structure().fingerprint(), mask::causal(50, 8).structure().fingerprint());
+  EXPECT_EQ(mask::local_window(50, 50, 8, 1).n_partial(), 0);
+}
+
+/// stack builds batch x heads slices; allows(z, h, i, j) reads slice (z, h), and a count
+/// of 1 broadcasts; unite / intersect broadcast a single slice over a stacked mask.
+TEST(AttentionMask, StackedSlicesAndBroadcast) {
+  const index_t n = 29, b = 4;
+  std::vector<AttentionMask> m;
+  for (index_t s = 0; s < 6; ++s) m.push_back(s % 2 == 0 ? mask::causal(n, b) : mask::local_window(n, b, s / 2));
+  const auto st = mask::stack(m, 2, 3);
+  EXPECT_EQ(st.batch(), 2);
+  EXPECT_EQ(st.heads(), 3);
+  EXPECT_EQ(st.queries(), n);
+  EXPECT_EQ(st.block_rows(), 8);
+  for (index_t z = 0; z < 2; ++z)
+    for (index_t h = 0; h < 3; ++h)
+      for (index_t i = 0; i < n; ++i)
+        for (index_t j = 0; j < n; ++j) ASSERT_EQ(st.allows(z, h, i, j), m[z * 3 + h].allows(i, j));
+  const auto g = mask::global_tokens(n, b, 0, 1);
+  const auto u = mask::unite(st, g), x = mask::intersect(g, st);
+  EXPECT_EQ(u.slices(), 6);
+  EXPECT_EQ(x.slices(), 6);
+  for (index_t z = 0; z < 2; ++z)
+    for (index_t h = 0; h < 3; ++h)
+      for (index_t i = 0; i < n; ++i)
+        for (index_t j = 0; j < n; ++j) {
+          ASSERT_EQ(u.allows(z, h, i, j), st.allows(z, h, i, j) || g.allows(i, j));
+          ASSERT_EQ(x.allows(z, h, i, j), st.allows(z, h, i, j) && g.allows(i, j));
+        }
+  // Per-head slices shared by the batch: z past 1 reads slice (0, h).
+  const auto heads_only = mask::stack(std::span(m).first(3), 1, 3);
+  EXPECT_EQ(heads_only.allows(5, 2, 7, 3), m[2].allows(7, 3));
+  EXPECT_NO_THROW(mask::unite(st, mask::stack(std::span(m).first(2), 2, 1)));  // 3 heads against 1
+  EXPECT_THROW(mask::unite(st, mask::stack(std::span(m).first(2), 1, 2)), DimensionMismatch);  // 3 against 2
+}
+
+/// from_blocks takes classified blocks of every slice, validates them, and agrees with
+/// the builders when given their arrays.
+TEST(AttentionMask, FromBlocksRoundTripAndValidation) {
+  const index_t n = 21, b = 4;
+  std::vector<AttentionMask> m{mask::causal(n, b), mask::document(std::vector<index_t>{7, 14}, b, true)};
+  const auto st = mask::stack(m, 1, 2);
+  const auto ptr = st.structure().block_row_ptr();
+  const auto col = st.structure().block_col_indices();
+  std::vector<index_t> local(col.begin(), col.end());
+  for (index_t r = 0; r < 2 * st.block_rows(); ++r)
+    for (index_t k = ptr[r]; k < ptr[r + 1]; ++k) local[static_cast<std::size_t>(k)] -= (r / st.block_rows()) * st.block_cols();
+  const std::vector<index_t> vptr(ptr.begin(), ptr.end());
+  const std::vector<index_t> part(st.partial_index().begin(), st.partial_index().end());
+  const std::vector<std::uint8_t> el(st.partial_masks().begin(), st.partial_masks().end());
+  const auto again = AttentionMask::from_blocks(1, 2, n, n, b, vptr, local, part, el);
+  EXPECT_EQ(again.structure().fingerprint(), st.structure().fingerprint());
+  for (index_t h = 0; h < 2; ++h)
+    for (index_t i = 0; i < n; ++i)
+      for (index_t j = 0; j < n; ++j) ASSERT_EQ(again.allows(0, h, i, j), st.allows(0, h, i, j));
+  auto bad_col = local;
+  bad_col[1] = 99;
+  EXPECT_THROW(AttentionMask::from_blocks(1, 2, n, n, b, vptr, bad_col, part, el), IndexError);
+  auto bad_part = part;
+  bad_part[0] = static_cast<index_t>(el.size());
+  EXPECT_THROW(AttentionMask::from_blocks(1, 2, n, n, b, vptr, local, bad_part, el), IndexError);
+  EXPECT_THROW(AttentionMask::from_blocks(1, 3, n, n, b, vptr, local, part, el), DimensionMismatch);
+  EXPECT_THROW(AttentionMask::from_blocks(0, 2, n, n, b, vptr, local, part, el), InvalidArgument);
+  EXPECT_THROW(AttentionMask::from_blocks(1, 2, n, n, b, vptr, local, part, std::vector<std::uint8_t>(5)),
+               DimensionMismatch);
+  EXPECT_THROW(mask::stack(m, 2, 2), DimensionMismatch);
+  EXPECT_THROW(mask::stack(std::vector<AttentionMask>{st}, 1, 1), InvalidArgument);
+}
+
 TEST(AttentionMask, CostsStoredBlocksNotSequenceSquared) {
   // seq = 2^24 tokens: a seq^2 pass would take hours; the window stores 3 blocks per row.
   const index_t seq = index_t{1} << 24, b = 128, nb = seq / b;
@@ -480,62 +567,81 @@ TYPED_TEST(AttentionTyped, BitwiseEqualForOneTwoThreeThreads) {
 /// double, which runs the reference kernels on every ISA: the dispatch through the API).
 /// For bf16 on a CPU with AVX512-BF16, the avx512 entry runs the vdpbf16ps kernels, and
 /// the widening AVX-512 kernels, which dispatch passes over there, run from their table.
-TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
-  using T = TypeParam;
+/// The kernels of every ISA against the reference kernels on one problem: `mk` (slices
+/// 1 or batch / heads), query heads `heads` over `kv_heads` key/value heads, the score
+/// modifiers `slopes` (one per query head, or none) and `softcap`.
+template <class T>
+void expect_kernels_match_reference(Rng& rng, const AttentionMask& mk, index_t batch, index_t heads,
+                                    index_t kv_heads, std::vector<acc_t<T>> slopes, acc_t<T> softcap) {
   const Isa before = active_isa();
-  const auto m = mask::document(std::vector<index_t>{11, 30, 9}, 16, true);
-  auto p = make_problem<T>(this->rng, 1, 2, 50, 50, 36, 2.0);
-  const BsrStructure& s = m.structure();
-  const auto& bsc = plan(m.structure_ptr())->transposed();
+  const index_t n = mk.queries(), d = 36;
+  auto p = make_problem<T>(rng, batch, heads, n, n, d, 2.0);
+  p.K.resize(static_cast<std::size_t>(batch * kv_heads * n * d));
+  p.V.resize(p.K.size());
+  p.dK.resize(p.K.size());
+  p.dV.resize(p.K.size());
+  const BsrStructure& s = mk.structure();
+  const auto& bsc = plan(mk.structure_ptr())->transposed();
   // Forward and backward of x with the kernels of `table`, all units on this thread.
   auto run = [&](const kernels::cpu::AttentionKernels<T>& table, Problem<T>& x) {
     kernels::cpu::AttentionProblem<T> k{};
     k.b = s.block_size();
-    k.queries = k.keys = 50;
-    k.block_rows = k.block_cols = s.block_rows();
-    k.dim = 36;
-    k.heads = 2;
+    k.queries = k.keys = n;
+    k.block_rows = k.block_cols = mk.block_rows();
+    k.dim = d;
+    k.batch = batch;
+    k.heads = heads;
+    k.kv_group = heads / kv_heads;
+    k.mask_batch = mk.batch();
+    k.mask_heads = mk.heads();
     k.ptr = s.block_row_ptr().data();
     k.idx = s.block_col_indices().data();
     k.col_ptr = bsc.col_ptr.data();
     k.row_idx = bsc.row_idx.data();
     k.perm = bsc.perm.data();
-    k.partial = m.partial_index().data();
-    k.masks = m.partial_masks().data();
-    k.scale = acc_t<T>(1) / std::sqrt(acc_t<T>(36));
-    k.Q = {x.Q.data(), 36, 50 * 36};
-    k.K = {x.K.data(), 36, 50 * 36};
-    k.V = {x.V.data(), 36, 50 * 36};
-    k.O = {x.O.data(), 36, 50 * 36};
+    k.partial = mk.partial_index().data();
+    k.masks = mk.partial_masks().data();
+    k.scale = acc_t<T>(1) / std::sqrt(acc_t<T>(d));
+    k.alibi = slopes.empty() ? nullptr : slopes.data();
+    k.softcap = softcap;
+    const index_t q_head = n * d, kv_head = n * d;
+    k.Q = {x.Q.data(), d, heads * q_head, q_head};
+    k.K = {x.K.data(), d, kv_heads * kv_head, kv_head};
+    k.V = {x.V.data(), d, kv_heads * kv_head, kv_head};
+    k.O = {x.O.data(), d, heads * q_head, q_head};
     k.lse = x.lse.data();
-    k.Oin = {x.O.data(), 36, 50 * 36};
-    k.dO = {x.dO.data(), 36, 50 * 36};
+    k.Oin = {x.O.data(), d, heads * q_head, q_head};
+    k.dO = {x.dO.data(), d, heads * q_head, q_head};
     k.lse_in = x.lse.data();
-    k.dQ = {x.dQ.data(), 36, 50 * 36};
-    k.dK = {x.dK.data(), 36, 50 * 36};
-    k.dV = {x.dV.data(), 36, 50 * 36};
+    k.dQ = {x.dQ.data(), d, heads * q_head, q_head};
+    k.dK = {x.dK.data(), d, kv_heads * kv_head, kv_head};
+    k.dV = {x.dV.data(), d, kv_heads * kv_head, kv_head};
     std::vector<std::byte> work(table.workspace_bytes(k));
-    table.forward(k, work.data(), 0, k.heads * k.block_rows);
-    table.backward_dq(k, work.data(), 0, k.heads * k.block_rows);
-    table.backward_dkv(k, work.data(), 0, k.heads * k.block_cols);
+    table.forward(k, work.data(), 0, batch * heads * k.block_rows);
+    table.backward_dq(k, work.data(), 0, batch * heads * k.block_rows);
+    table.backward_dkv(k, work.data(), 0, batch * kv_heads * k.block_cols);
   };
   Problem<T> r = p;  // the reference on the same problem
   run(kernels::reference::attention_kernels<T>(), r);
   auto expect_near_reference = [&](const Problem<T>& q) {
-    expect_close(q.O, r.wide(r.O, 50), tolerance<T>(), "O");
+    const Heads64 o{batch * heads, n, d, {}}, kv{batch * kv_heads, n, d, {}};
+    auto wide = [](Heads64 shape, const std::vector<T>& x) {
+      for (const T& v : x) shape.v.push_back(as_double(v));
+      return shape;
+    };
+    expect_close(q.O, wide(o, r.O), tolerance<T>(), "O");
     for (std::size_t t = 0; t < q.lse.size(); ++t)
       EXPECT_NEAR(q.lse[t], r.lse[t], lse_tolerance<T>() * (1 + std::fabs(r.lse[t])));
-    expect_close(q.dQ, r.wide(r.dQ, 50), gradient_tolerance<T>(50), "dQ");
-    expect_close(q.dK, r.wide(r.dK, 50), gradient_tolerance<T>(50), "dK");
-    expect_close(q.dV, r.wide(r.dV, 50), gradient_tolerance<T>(50), "dV");
+    expect_close(q.dQ, wide(o, r.dQ), gradient_tolerance<T>(n), "dQ");
+    expect_close(q.dK, wide(kv, r.dK), gradient_tolerance<T>(n * heads / kv_heads), "dK");
+    expect_close(q.dV, wide(kv, r.dV), gradient_tolerance<T>(n * heads / kv_heads), "dV");
   };
   for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
     if (!isa_supported(isa)) continue;
     SCOPED_TRACE(std::string(to_string(isa)));
     set_isa(isa);
     Problem<T> q = p;
-    q.forward(m);
-    q.backward(m);
+    run(dispatch::attention_kernels<T>(), q);
     expect_near_reference(q);
   }
   set_isa(before);
@@ -547,6 +653,115 @@ TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
       expect_near_reference(q);
     }
   }
+}
+
+TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
+  using T = TypeParam;
+  expect_kernels_match_reference<T>(this->rng, mask::document(std::vector<index_t>{11, 30, 9}, 16, true), 1, 2, 2,
+                                    {}, 0);
+}
+
+/// Per-(batch, head) masks, grouped-query heads (4 query heads over 2 key/value heads), and
+/// ALiBi with soft-capping, on every ISA, against the reference kernels.
+TYPED_TEST(AttentionTyped, KernelsMatchReferenceWithSlicesGqaAndScoreMods) {
+  using T = TypeParam;
+  std::vector<AttentionMask> per_slice;
+  for (index_t s = 0; s < 2 * 4; ++s)
+    per_slice.push_back(s % 2 == 0 ? mask::causal(45, 16) : mask::local_window(45, 16, s % 3));
+  const auto stacked = mask::stack(per_slice, 2, 4);
+  const std::vector<acc_t<T>> slopes{0.5, 0.25, 0.125, 0.0625};
+  expect_kernels_match_reference<T>(this->rng, stacked, 2, 4, 2, slopes, 0);
+  expect_kernels_match_reference<T>(this->rng, stacked, 2, 4, 2, {}, 3);
+  expect_kernels_match_reference<T>(this->rng, stacked, 2, 4, 1, slopes, 2);
+  // A mask shared by the batch, one per head.
+  expect_kernels_match_reference<T>(this->rng, mask::stack(std::span(per_slice).first(4), 1, 4), 2, 4, 4, slopes, 5);
+}
+
+/// A (batch, seq, heads, dim) layout read through strides gives the bits of the packed
+/// (batch, heads, seq, dim) run; grouped-query heads give the output of K and V repeated
+/// per query head (bitwise) and, for dK and dV, the sum over the group's heads.
+TEST_F(AttentionRandom, StridedLayoutsAndGroupedQueryHeads) {
+  const index_t B = 2, H = 4, G = 2, n = 37, d = 12;
+  const auto m = mask::causal(n, 8);
+  auto p = make_problem<float>(rng, B, H, n, n, d, 1.0);
+  p.forward(m);
+  p.backward(m);
+  // The same tensors in (B, n, H, d) memory.
+  auto bshd = [&](const std::vector<float>& x) {
+    std::vector<float> y(x.size());
+    for (index_t z = 0; z < B; ++z)
+      for (index_t h = 0; h < H; ++h)
+        for (index_t i = 0; i < n; ++i)
+          for (index_t c = 0; c < d; ++c) y[((z * n + i) * H + h) * d + c] = x[((z * H + h) * n + i) * d + c];
+    return y;
+  };
+  auto view = [&](auto& x) { return HeadsView(x.data(), B, H, n, d, n * H * d, d, H * d); };
+  auto Q = bshd(p.Q), K = bshd(p.K), V = bshd(p.V), dO = bshd(p.dO);
+  std::vector<float> O(Q.size()), dQ(Q.size()), dK(Q.size()), dV(Q.size()), lse(p.lse.size());
+  attention_forward<float>(m, view(std::as_const(Q)), view(std::as_const(K)), view(std::as_const(V)), view(O), lse);
+  attention_backward<float>(m, view(std::as_const(Q)), view(std::as_const(K)), view(std::as_const(V)),
+                            view(std::as_const(O)), view(std::as_const(dO)), lse, view(dQ), view(dK), view(dV));
+  EXPECT_EQ(O, bshd(p.O));
+  EXPECT_EQ(lse, p.lse);
+  EXPECT_EQ(dQ, bshd(p.dQ));
+  EXPECT_EQ(dK, bshd(p.dK));
+  EXPECT_EQ(dV, bshd(p.dV));
+
+  // GQA: G key/value heads; the repeated run reads head h / (H / G) for query head h.
+  std::vector<float> Kg(static_cast<std::size_t>(B * G * n * d)), Vg(Kg.size());
+  for (std::size_t t = 0; t < Kg.size(); ++t) {
+    Kg[t] = static_cast<float>(rng.uniform(-1, 1));
+    Vg[t] = static_cast<float>(rng.uniform(-1, 1));
+  }
+  auto repeat = [&](const std::vector<float>& x) {
+    std::vector<float> y(p.Q.size());
+    for (index_t z = 0; z < B; ++z)
+      for (index_t h = 0; h < H; ++h)
+        std::copy_n(x.begin() + ((z * G + h / (H / G)) * n) * d, n * d, y.begin() + ((z * H + h) * n) * d);
+    return y;
+  };
+  Problem<float> r = p;
+  r.K = repeat(Kg);
+  r.V = repeat(Vg);
+  r.forward(m);
+  r.backward(m);
+  std::vector<float> Og(p.Q.size()), dQg(p.Q.size()), dKg(Kg.size()), dVg(Kg.size()), lseg(p.lse.size());
+  const HeadsView<const float> q(p.Q.data(), B, H, n, d), kg(Kg.data(), B, G, n, d), vg(Vg.data(), B, G, n, d);
+  attention_forward<float>(m, q, kg, vg, HeadsView<float>(Og.data(), B, H, n, d), lseg);
+  EXPECT_EQ(Og, r.O);
+  attention_backward<float>(m, q, kg, vg, HeadsView<const float>(Og.data(), B, H, n, d),
+                            HeadsView<const float>(p.dO.data(), B, H, n, d), lseg,
+                            HeadsView<float>(dQg.data(), B, H, n, d), HeadsView<float>(dKg.data(), B, G, n, d),
+                            HeadsView<float>(dVg.data(), B, G, n, d));
+  EXPECT_EQ(dQg, r.dQ);
+  for (index_t z = 0; z < B; ++z)
+    for (index_t g = 0; g < G; ++g)
+      for (index_t e = 0; e < n * d; ++e) {
+        float k_sum = 0, v_sum = 0;
+        for (index_t h = g * (H / G); h < (g + 1) * (H / G); ++h) {
+          k_sum += r.dK[(z * H + h) * n * d + e];
+          v_sum += r.dV[(z * H + h) * n * d + e];
+        }
+        ASSERT_NEAR(dKg[(z * G + g) * n * d + e], k_sum, 1e-5f * (1 + std::fabs(k_sum)));
+        ASSERT_NEAR(dVg[(z * G + g) * n * d + e], v_sum, 1e-5f * (1 + std::fabs(v_sum)));
+      }
+
+  // Errors: K's heads must divide Q's; an output whose heads overlap; the mask's slices.
+  EXPECT_THROW(attention_forward<float>(m, q, HeadsView<const float>(Kg.data(), B, 3, n, d),
+                                        HeadsView<const float>(Vg.data(), B, 3, n, d),
+                                        HeadsView<float>(Og.data(), B, H, n, d)),
+               DimensionMismatch);
+  EXPECT_THROW(attention_forward<float>(m, q, kg, vg, HeadsView<float>(Og.data(), B, H, n, d, n * d, 0, d)),
+               InvalidArgument);
+  const auto three = mask::stack(std::vector<AttentionMask>(3, m), 1, 3);
+  EXPECT_THROW(attention_forward<float>(three, q, kg, vg, HeadsView<float>(Og.data(), B, H, n, d)), DimensionMismatch);
+  const std::vector<double> two_slopes{1, 2};
+  EXPECT_THROW(attention_forward<float>(m, q, kg, vg, HeadsView<float>(Og.data(), B, H, n, d), {}, 0,
+                                        ScoreMod{two_slopes, 0}),
+               DimensionMismatch);
+  EXPECT_THROW(attention_forward<float>(m, q, kg, vg, HeadsView<float>(Og.data(), B, H, n, d), {}, 0,
+                                        ScoreMod{{}, -1}),
+               InvalidArgument);
 }
 
 /// bf16 runs on the vdpbf16ps kernels on avx512 (also when forced) if the CPU has

@@ -32,6 +32,7 @@ struct AVec {
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg div(reg a, reg b) { return _mm256_div_ps(a, b); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
   static float hmax(reg v) {

@@ -24,6 +24,7 @@ struct AVec {
   static reg add(reg a, reg b) { return a + b; }
   static reg sub(reg a, reg b) { return a - b; }
   static reg mul(reg a, reg b) { return a * b; }
+  static reg div(reg a, reg b) { return a / b; }
   static reg fma(reg a, reg b, reg c) { return a * b + c; }
   static reg max(reg a, reg b) { return a > b ? a : b; }
   static float hmax(reg v) { return v; }
