@@ -125,12 +125,23 @@ bool is_blank_or_comment(std::string_view line) noexcept {
   return first == line.end() || *first == '%';
 }
 
-/// Input text for a message: quoted and cut to 40 characters, or "end of line".
+/// Input text for a message: quoted, cut to 40 bytes, every byte outside printable ASCII
+/// (and the backslash) written as \xNN, so that a binary file never sends raw bytes to a
+/// terminal; or "end of line".
 std::string describe(std::string_view text) {
   constexpr std::size_t max_shown = 40;
   if (text.empty()) return "end of line";
-  if (text.size() > max_shown) return "'" + std::string(text.substr(0, max_shown)) + "...'";
-  return "'" + std::string(text) + "'";
+  std::string out = "'";
+  for (const char ch : text.substr(0, max_shown)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += ch;
+    } else {
+      constexpr char hex[] = "0123456789abcdef";
+      out += {'\\', 'x', hex[c >> 4], hex[c & 15]};
+    }
+  }
+  return out + (text.size() > max_shown ? "...'" : "'");
 }
 
 /// The whitespace-separated tokens of one line, one at a time.

@@ -257,6 +257,16 @@ class Solve(CliTestCase):
         self.assertRegex(result.stdout, r"cg: converged after \d+ iterations")
         self.assertNotIn("\r", result.stdout)
 
+    def test_binary_input_is_escaped_in_the_message(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "garbage.mtx")
+            with open(path, "wb") as f:
+                f.write(b"%%MatrixMarket matrix coordinate real general\n\x9f\xff\x1b[2J 2 3\n")
+            result = run("info", path)
+            self.assertStatus(result, 1)
+            self.assertIn("'\\x9f\\xff\\x1b[2J'", result.stderr)
+            self.assertTrue(all(c == "\n" or " " <= c <= "~" for c in result.stderr), result.stderr)
+
     def test_bad_input(self):
         for args in (["solve", data("malformed", "bad_banner.mtx")], ["solve", "--precond", "ilu"], ["solve", "--tol", "-1"],
                      ["solve", "--poisson", "4", "--rhs", data("1138_bus.mtx")]):

@@ -286,6 +286,20 @@ TEST(MatrixMarketRead, StreamErrorsNameTheSource) {
               throws_naming<ParseError>("my-stream:3: expected a row index in [1, 2], found '3'"));
 }
 
+/// Bytes outside printable ASCII in the input reach messages as \xNN, never raw (a binary
+/// file read by mistake must not write control bytes to a terminal).
+TEST(MatrixMarketRead, MessagesEscapeNonPrintableBytes) {
+  std::istringstream in(std::string("%%MatrixMarket matrix coordinate real general\n\x9f\xff\x01\\ 2 3\n"));
+  try {
+    read_matrix_market(in, "binary");
+    FAIL() << "no ParseError";
+  } catch (const ParseError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("found '\\x9f\\xff\\x01\\x5c'"), std::string::npos) << what;
+    for (const char c : what) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << static_cast<int>(static_cast<unsigned char>(c));
+  }
+}
+
 TEST(MatrixMarketRead, UnreadablePathsAreIoErrors) {
   const fs::path missing = data_dir / "no_such_file.mtx";
   EXPECT_THAT([&] { read_matrix_market(missing); }, throws_naming<IoError>(missing.string(), "No such file"));
