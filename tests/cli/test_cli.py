@@ -73,7 +73,8 @@ class Usage(CliTestCase):
         for args in ([], ["frobnicate"], ["info"], ["info", "--nope", data("ani1.mtx")], ["convert", data("ani1.mtx")],
                      ["convert", data("ani1.mtx"), self.path("out.mtx"), "--format", "sparse"],
                      ["convert", data("ani1.mtx"), self.path("out.mtx"), "--precision", "0"],
-                     ["demo", "--n", "0"], ["demo", "--n", "abc"], ["demo", "--block-size", "-4"]):
+                     ["demo", "--formats", "--n", "0"], ["demo", "--n", "abc"], ["demo", "--block-size", "-4"],
+                     ["demo", "--threads", "0"]):
             with self.subTest(args=args):
                 result = run(*args)
                 self.assertStatus(result, 1)
@@ -197,8 +198,11 @@ class Convert(CliTestCase):
 
 
 class Demo(CliTestCase):
-    def test_json_lines(self):
-        result = run("demo", "--n", "8", "--json")
+    """`demo --formats` (the Poisson matrix in CSR and BSR) and the tour (`demo`), whose
+    lines are the benchmark's rows at small sizes; timings are not checked."""
+
+    def test_formats_json_lines(self):
+        result = run("demo", "--formats", "--n", "8", "--json")
         self.assertStatus(result, 0)
         lines = json_lines(result.stdout)
         kinds = [line["kind"] for line in lines]
@@ -214,12 +218,27 @@ class Demo(CliTestCase):
         for line in lines[5:]:
             self.assertGreaterEqual(line["time_ms"], 0)
 
-    def test_text_with_an_extra_block_size(self):
-        result = run("demo", "--n", "6", "--block-size", "24", "--repeats", "1")
+    def test_formats_text_with_an_extra_block_size(self):
+        result = run("demo", "--formats", "--n", "6", "--block-size", "24", "--repeats", "1")
         self.assertStatus(result, 0)
         self.assertRegex(result.stdout, r"poisson3d\(6\): 216 x 216")
         self.assertRegex(result.stdout, r"(?m)^\s+24\s+\d+")  # the chosen size joins the tiling table
         self.assertRegex(result.stdout, r"(?m)^bsr\s+bf16\s+24\s")
+
+    def test_tour(self):
+        if "--section" not in run("bench", "--help").stdout:
+            self.skipTest("built without the benchmark (needs OpenBLAS and Eigen)")
+        result = subprocess.run([TRNSPARSE, "demo", "--threads", "2"], capture_output=True, text=True, timeout=600)
+        self.assertStatus(result, 0)
+        for heading in (r"1\. Block-sparse operator times dense", r"2\. Block-sparse attention",
+                        r"3\. Conjugate gradients", r"4\. Screened product"):
+            self.assertRegex(result.stdout, heading)
+        self.assertRegex(result.stdout, r"(?m)^   fp32 .* dense SGEMM .* faster .* rel\. error \d\.\de-0[5-9]$")
+        self.assertRegex(result.stdout, r"(?m)^   bf16 .* faster")
+        self.assertRegex(result.stdout, r"(?m)^   forward\+backward .* faster .* rel\. error \d\.\de-0[5-9]$")
+        self.assertRegex(result.stdout, r"(?m)^   full  storage .* the bound")
+        self.assertRegex(result.stdout, r"(?m)^   fused .* faster")
+        self.assertEqual(result.stderr, "")
 
 
 class Solve(CliTestCase):

@@ -18,22 +18,17 @@
 #include "cli.hpp"
 
 namespace trnsparse::cli {
-namespace {
 
-/// `/proc/self/exe`: the benchmark reruns itself for the OpenBLAS child baseline.
 std::string self_path() {
   std::array<char, 4096> path{};
   const ssize_t n = readlink("/proc/self/exe", path.data(), path.size() - 1);
   return n > 0 ? std::string(path.data(), static_cast<std::size_t>(n)) : std::string();
 }
 
-/// Idle OpenMP workers spin by default, and so do OpenBLAS's threads (its pthreads
-/// build spins about 2^28 cycles, some 0.1 s, after every call): on a machine with few
-/// cores, the spinning team of one library steals the cores of the next one timed (a
-/// 7 ms attention forward timed right after the dense baseline ran at half speed). The
-/// benchmark therefore runs with OMP_WAIT_POLICY=passive and OPENBLAS_THREAD_TIMEOUT=4
-/// (OpenBLAS's shortest spin, 2^4 cycles), re-executing itself with whichever the
-/// caller did not set. Returns only when nothing was done.
+// Idle OpenMP workers spin by default, and so do OpenBLAS's threads (its pthreads
+// build spins about 2^28 cycles, some 0.1 s, after every call): on a machine with few
+// cores, the spinning team of one library steals the cores of the next one timed (a
+// 7 ms attention forward timed right after the dense baseline ran at half speed).
 void ensure_passive_wait_policy(const std::string& self) {
   const bool omp = std::getenv("OMP_WAIT_POLICY") != nullptr, blas = std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr;
   if ((omp && blas) || self.empty()) return;
@@ -53,6 +48,8 @@ void ensure_passive_wait_policy(const std::string& self) {
   std::fflush(stdout);
   execv(self.c_str(), argv.data());  // returns only on failure: then measure as we are
 }
+
+namespace {
 
 /// A row as JSON (one object) or as `key=value` pairs for people.
 void print_row(const bench::Row& row, bool json) {

@@ -80,6 +80,12 @@ Subcommand add_demo(CLI::App& app);
 Subcommand add_solve(CLI::App& app);
 #ifdef TRNSPARSE_WITH_BENCH
 Subcommand add_bench(CLI::App& app);
+/// `/proc/self/exe`: the benchmark reruns itself for the OpenBLAS child baseline.
+std::string self_path();
+/// Re-executes this process with OMP_WAIT_POLICY=passive and OPENBLAS_THREAD_TIMEOUT=4
+/// (OpenBLAS's shortest spin) where the caller did not set them, so that one library's
+/// idle threads do not spin beside the next one timed. Returns only when nothing was done.
+void ensure_passive_wait_policy(const std::string& self);
 #endif
 #ifdef TRNSPARSE_WITH_HF
 Subcommand add_hf(CLI::App& app);

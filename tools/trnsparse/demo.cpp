@@ -1,9 +1,16 @@
 /// @file demo.cpp
-/// `trnsparse demo [--n N] [--block-size B] [--repeats R] [--json]`: the library's
-/// main job on a built-in problem. Builds the 3D Poisson matrix poisson3d(N) (N^3
-/// rows), shows how it tiles into BSR blocks of 16, 32, 64 and 128, then runs
-/// y = A x in CSR (float64, float32) and BSR (float32, bf16 at block size B), timing
-/// each (median of R runs) and checking it against the float64 CSR result.
+/// `trnsparse demo [--threads T] [--json]`: the library's main jobs on built-in problems,
+/// each next to its baseline in the same run (a tour through the benchmark's sections at
+/// small sizes, in under a minute on 2 cores): BSR-128 SpMM against dense SGEMM (fp32 and
+/// bf16), block-sparse attention (local window + global tokens) against dense attention,
+/// CG on the 3D Poisson problem against its memory-traffic bound, and a screened product
+/// against the unscreened one. It needs the benchmark's baselines (OpenBLAS, Eigen).
+///
+/// `trnsparse demo --formats [--n N] [--block-size B] [--repeats R] [--json]`: how the 3D
+/// Poisson matrix poisson3d(N) (N^3 rows) tiles into BSR blocks of 16, 32, 64 and 128,
+/// and y = A x in CSR (float64, float32) and BSR (float32, bf16 at block size B), timed
+/// (median of R runs) and checked against the float64 CSR result: what BSR costs on a
+/// matrix without block structure.
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +22,9 @@
 #include <vector>
 
 #include "cli.hpp"
+#ifdef TRNSPARSE_WITH_BENCH
+#include "bench.hpp"
+#endif
 #include "trnsparse/convert.hpp"
 #include "trnsparse/generators.hpp"
 #include "trnsparse/ops.hpp"
@@ -23,9 +33,11 @@ namespace trnsparse::cli {
 namespace {
 
 struct DemoOptions {
+  bool formats = false;
   index_t n = 32;
   index_t block_size = 32;
   int repeats = 5;
+  int threads = 0;  ///< tour: 0 for the library default
   bool json = false;
 };
 
@@ -157,7 +169,7 @@ void print_footer(const DemoOptions& o) {
               "elements\n");
 }
 
-void run_demo(const DemoOptions& o) {
+void run_formats(const DemoOptions& o) {
   const CsrMatrix<double> A64 = poisson3d<double>(o.n);
   const CsrMatrix<float> A32 = cast<float>(A64);
   print_problem(o, A64);
@@ -187,21 +199,161 @@ void run_demo(const DemoOptions& o) {
   print_footer(o);
 }
 
+#ifdef TRNSPARSE_WITH_BENCH
+// ---- the tour ---------------------------------------------------------------------------
+
+/// A number of a bench row (NaN when absent or null).
+double number(const bench::Row& row, std::string_view key) {
+  for (const auto& [k, v] : row)
+    if (k == key) return v == "null" ? NAN : std::stod(v);
+  return NAN;
+}
+
+/// A string of a bench row, without its quotes ("" when absent).
+std::string text(const bench::Row& row, std::string_view key) {
+  for (const auto& [k, v] : row)
+    if (k == key) return v.size() >= 2 && v.front() == '"' ? v.substr(1, v.size() - 2) : v;
+  return "";
+}
+
+/// The options of one bench section at the tour's sizes (the others at their defaults).
+bench::Options options(std::string section, std::vector<index_t> sizes, std::vector<index_t> widths) {
+  bench::Options o;
+  o.section = std::move(section);
+  o.sizes = std::move(sizes);
+  o.widths = std::move(widths);
+  o.reps = 3;
+  return o;
+}
+
+/// Runs one bench section with `o` and returns its rows; with --json, prints each as a
+/// JSON line tagged with the tour's part.
+std::vector<bench::Row> section(bench::Options o, const DemoOptions& d, const std::string& self, const char* part) {
+  o.self = self;
+  o.threads = d.threads;
+  std::vector<bench::Row> rows;
+  bench::run(o, [&](const bench::Row& row) {
+    rows.push_back(row);
+    if (!d.json) return;
+    std::string line = std::string("{\"demo\":\"") + part + "\"";
+    for (const auto& [k, v] : row) line += ",\"" + k + "\":" + v;
+    print_line(line + "}");
+  });
+  return rows;
+}
+
+/// The first row whose `key` has the string value `want`.
+const bench::Row& pick(const std::vector<bench::Row>& rows, std::string_view key, std::string_view want) {
+  for (const bench::Row& r : rows)
+    if (text(r, key) == want) return r;
+  throw Error("demo: the benchmark gave no row with " + std::string(key) + " = " + std::string(want));
+}
+
+void run_tour(const DemoOptions& d) {
+  const std::string self = self_path();
+  ensure_passive_wait_policy(self);
+  if (!d.json) std::printf("trnsparse demo: each line is a ratio measured in this run, on the same data\n");
+
+  // 1. BSR-128 SpMM: a 4096 x 4096 operator with 5% of its 128 x 128 blocks stored.
+  bench::Options bsr = options("bsr", {4096}, {256});
+  bsr.densities = {0.05};
+  std::vector<bench::Row> spmm;
+  for (const char* dtype : {"fp32", "bf16"}) {
+    bsr.dtype = dtype;
+    for (bench::Row& r : section(bsr, d, self, "bsr_spmm")) spmm.push_back(std::move(r));
+  }
+  if (!d.json) {
+    const bench::Row& h = spmm.front();
+    std::printf("\n(%s, %s, %d threads)\n", text(h, "machine").c_str(), text(h, "isa").c_str(),
+                static_cast<int>(number(h, "threads")));
+    std::printf("\n1. Block-sparse operator times dense (BSR-128 SpMM): 4096 x 4096, 5%% of its blocks stored, "
+                "256 columns\n");
+    for (const bench::Row& r : spmm)
+      std::printf("   %-4s  %7.2f ms   dense SGEMM (OpenBLAS %s) %7.2f ms   %5.1fx faster   %6.1f GFLOP/s   "
+                  "rel. error %.1e\n",
+                  text(r, "dtype").c_str(), number(r, "trnsparse_ms"), text(r, "dense_core").c_str(),
+                  number(r, "dense_ms"), number(r, "speedup_vs_dense"), number(r, "gflops"), number(r, "rel_err"));
+  }
+
+  // 2. Attention with a local window and one global block, one head of 4096 x 64.
+  bench::Options attention = options("attn", {4096}, {});
+  attention.head_dims = {64};
+  const auto attn = section(attention, d, self, "attention");
+  if (!d.json) {
+    const bench::Row& r = pick(attn, "mask", "global");
+    std::printf("\n2. Block-sparse attention, local window + global tokens (%.0f%% of the blocks), sequence 4096, "
+                "head dim 64\n",
+                100 * number(r, "block_density"));
+    std::printf("   forward           %7.2f ms   dense attention (OpenBLAS) %7.2f ms   %5.1fx faster\n",
+                number(r, "fwd_ms"), number(r, "dense_fwd_ms"), number(r, "dense_fwd_ms") / number(r, "fwd_ms"));
+    std::printf("   forward+backward  %7.2f ms   dense attention (OpenBLAS) %7.2f ms   %5.1fx faster   "
+                "rel. error %.1e\n",
+                number(r, "fwd_bwd_ms"), number(r, "dense_fwd_bwd_ms"),
+                number(r, "dense_fwd_bwd_ms") / number(r, "fwd_bwd_ms"), number(r, "bwd_rel_err"));
+  }
+
+  // 3. CG on the 3D Poisson problem, 100^3 unknowns (its matrix and vectors exceed the caches).
+  bench::Options solve = options("solve", {}, {});
+  solve.reps = 1;
+  solve.poisson_n = 100;
+  const auto cg = section(solve, d, self, "cg");
+  if (!d.json) {
+    std::printf("\n3. Conjugate gradients (Jacobi), 3D Poisson, 100^3 unknowns, fp64, to a relative residual of 1e-8\n");
+    for (const char* storage : {"full", "upper"}) {
+      const bench::Row& r = pick(cg, "storage", storage);
+      std::printf("   %-5s storage  %6.2f ms per iteration   memory-traffic bound %6.2f ms (STREAM triad %4.1f GB/s): "
+                  "%4.2fx the bound   Eigen %6.2f ms\n",
+                  storage, number(r, "trnsparse_iter_ms"), number(r, "bound_iter_ms"), number(r, "stream_gbps"),
+                  number(r, "iter_vs_bound"), number(r, "eigen_iter_ms"));
+    }
+  }
+
+  // 4. Schwarz-screened product: a decaying 2048 x 2048 operator, 10% of its pairs kept.
+  const auto screen = section(options("screen", {2048}, {128}), d, self, "screen");
+  if (!d.json) {
+    const bench::Row* r = &screen.back();  // the sparsest threshold
+    std::printf("\n4. Screened product (A o M) B, 2048 x 2048 times 128 columns, %.0f%% of the pairs kept\n",
+                100 * number(*r, "kept_fraction"));
+    std::printf("   fused             %7.2f ms   mask applied, then multiplied %7.2f ms   %5.1fx faster   "
+                "dense SGEMM %7.2f ms\n",
+                number(*r, "fused_ms"), number(*r, "unfused_ms"), number(*r, "speedup_vs_unfused"),
+                number(*r, "dense_ms"));
+    std::printf("\nMore: `trnsparse demo --formats` (the Poisson matrix in CSR and BSR), `trnsparse bench --help`, "
+                "docs/benchmarks.md\n");
+  }
+}
+#endif
+
 }  // namespace
 
 Subcommand add_demo(CLI::App& app) {
   auto o = std::make_shared<DemoOptions>();
   CLI::App* command = app.add_subcommand(
-      "demo", "Tile the 3D Poisson matrix into BSR blocks and time spmv in CSR and BSR against float64");
-  command->add_option("--n", o->n, "Grid points per dimension (N^3 rows)")->check(CLI::Range(1, 256))->capture_default_str();
-  command->add_option("--block-size", o->block_size, "BSR block size of the products")
+      "demo", "The main jobs on built-in problems against their baselines (--formats: the Poisson matrix in CSR "
+              "and BSR)");
+  command->add_flag("--formats", o->formats, "Tile the 3D Poisson matrix into BSR and time spmv in CSR and BSR");
+  command->add_option("--n", o->n, "--formats: grid points per dimension (N^3 rows)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  command->add_option("--block-size", o->block_size, "--formats: BSR block size of the products")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  command->add_option("--repeats", o->repeats, "Timed runs per product (the median is shown)")
+  command->add_option("--repeats", o->repeats, "--formats: timed runs per product (the median is shown)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  command->add_option("--threads", o->threads, "Threads (default: TRNSPARSE_NUM_THREADS or all)")
+      ->check(CLI::PositiveNumber);
   add_json_flag(*command, o->json);
-  return {command, [o] { run_demo(*o); }};
+  return {command, [o] {
+#ifdef TRNSPARSE_WITH_BENCH
+            if (!o->formats) return run_tour(*o);
+#else
+            if (!o->formats)
+              throw NotSupported("demo: the tour needs the benchmark's baselines (OpenBLAS, Eigen), which this build "
+                                 "lacks; `trnsparse demo --formats` runs without them");
+#endif
+            run_formats(*o);
+          }};
 }
 
 }  // namespace trnsparse::cli
