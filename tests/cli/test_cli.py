@@ -8,6 +8,8 @@ line) and output files that are complete or absent. Standard library only.
 import argparse
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 import tempfile
@@ -285,6 +287,38 @@ class Solve(CliTestCase):
             self.assertStatus(result, 1)
             self.assertIn("'\\x9f\\xff\\x1b[2J'", result.stderr)
             self.assertTrue(all(c == "\n" or " " <= c <= "~" for c in result.stderr), result.stderr)
+
+    def test_progress_on_a_terminal_only(self):
+        """With stderr on a pseudo-terminal, a progress line (iteration, residual, elapsed
+        time, time left) is rewritten there; piped, or with --json, stderr stays empty."""
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.run([TRNSPARSE, "solve", "--poisson", "40", "--tol", "1e-10"], stdout=subprocess.PIPE,
+                                  stderr=slave, timeout=120, text=True)
+            os.close(slave)
+            slave = None
+            shown = b""
+            while select.select([master], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the pty closed with the child
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+        finally:
+            if slave is not None:
+                os.close(slave)
+            os.close(master)
+        self.assertStatus(proc, 0)
+        text = shown.decode()
+        self.assertRegex(text, r"^\r\x1b\[Kcg: iteration \d+, residual \d\.\d+e[-+]\d+, rate (nan|[\d.]+), [\d.]+ s elapsed")
+        for update in text.split("\r\x1b[K")[2:-1]:  # later updates also estimate the time left
+            self.assertRegex(update, r", about [\d.]+ s left$")
+        self.assertTrue(text.endswith("\r\x1b[K"), repr(text[-40:]))  # the line is erased at the end
+        self.assertNotIn("\r", proc.stdout)
+        for args in (["solve", "--poisson", "20"], ["solve", "--poisson", "20", "--json"]):
+            self.assertEqual(run(*args).stderr, "")
 
     def test_bad_input(self):
         for args in (["solve", data("malformed", "bad_banner.mtx")], ["solve", "--precond", "ilu"], ["solve", "--tol", "-1"],

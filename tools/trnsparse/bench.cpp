@@ -16,6 +16,7 @@
 
 #include "bench.hpp"
 #include "cli.hpp"
+#include "progress.hpp"
 
 namespace trnsparse::cli {
 
@@ -95,7 +96,14 @@ Subcommand add_bench(CLI::App& app) {
             }
             options->self = self_path();
             ensure_passive_wait_policy(options->self);
-            bench::run(*options, emit);
+            Progress progress(!*json);
+            int rows = 0;
+            progress.update("bench " + options->section + ": running");
+            bench::run(*options, [&](const bench::Row& row) {
+              progress.clear();
+              emit(row);
+              progress.update("bench " + options->section + ": " + std::to_string(++rows) + " rows");
+            });
           }};
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "progress.hpp"
 #ifdef TRNSPARSE_WITH_BENCH
 #include "bench.hpp"
 #endif
@@ -231,6 +232,8 @@ bench::Options options(std::string section, std::vector<index_t> sizes, std::vec
 std::vector<bench::Row> section(bench::Options o, const DemoOptions& d, const std::string& self, const char* part) {
   o.self = self;
   o.threads = d.threads;
+  Progress progress(!d.json);
+  progress.update(std::string("demo: measuring ") + part);
   std::vector<bench::Row> rows;
   bench::run(o, [&](const bench::Row& row) {
     rows.push_back(row);

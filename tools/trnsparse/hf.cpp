@@ -15,6 +15,7 @@
 
 #include "basis.hpp"
 #include "cli.hpp"
+#include "progress.hpp"
 #include "integrals.hpp"
 #include "molecule.hpp"
 #include "scf.hpp"
@@ -67,11 +68,14 @@ struct Calculation {
 
 Calculation calculate(const hf::Molecule& molecule, const hf::Basis& basis, const HfCliOptions& o, double threshold,
                       bool print) {
+  Progress progress(!o.json);
+  progress.update("hf: integrals and screening (libint2)");
   auto start = Clock::now();
   const hf::OneElectron one = hf::one_electron_integrals(basis, molecule);
   const double one_seconds = seconds_since(start);
   hf::EriSupermatrices eri = hf::build_eri(basis, {.threshold = threshold, .block_size = o.block_size});
   const hf::EriStats& s = eri.stats();
+  progress.clear();
   if (print) {
     std::printf("integrals (libint2): one-electron %.3f s, Schwarz diagonal %.3f s, ERIs into the supermatrices "
                 "%.3f s\n",
@@ -89,10 +93,15 @@ Calculation calculate(const hf::Molecule& molecule, const hf::Basis& basis, cons
                 megabytes(eri.coulomb()) + megabytes(eri.exchange()));
     std::printf("%4s  %20s  %11s  %11s  %10s\n", "iter", "E (Eh)", "dE", "|[F,DS]|", "J+K (ms)");
   }
-  const auto on_iteration = [print](const hf::ScfIteration& it) {
+  const auto on_iteration = [&](const hf::ScfIteration& it) {
+    progress.clear();
     if (print)
       std::printf("%4d  %20.12f  %11.3e  %11.3e  %10.3f\n", it.iteration, it.energy, it.delta_energy,
                   it.commutator_norm, 1e3 * it.jk_seconds);
+    std::fflush(stdout);
+    char status[96];
+    std::snprintf(status, sizeof status, "hf: SCF iteration %d done, dE %.2e", it.iteration, it.delta_energy);
+    progress.update(status);
   };
   const hf::ScfOptions scf_options{.charge = o.charge, .max_iterations = o.max_iterations};
   hf::ScfResult scf = hf::run_rhf(molecule, one, eri, scf_options, on_iteration);

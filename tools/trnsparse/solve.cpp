@@ -2,10 +2,9 @@
 /// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
 /// [--precond jacobi|none] [--poisson N] [--json]`: conjugate gradients (float64, CSR) on
 /// a Matrix Market matrix or, without a file, on the embedded 3D Poisson problem
-/// poisson3d(N). On a terminal a progress line shows the iteration, the relative
-/// residual and the mean convergence rate per iteration; a summary follows.
-
-#include <unistd.h>
+/// poisson3d(N). When stderr is a terminal (and without --json), a progress line there
+/// shows the iteration, the relative residual, the mean convergence rate per iteration,
+/// the elapsed time and an estimate of the time left; a summary follows on stdout.
 
 #include <chrono>
 #include <cmath>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "progress.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/generators.hpp"
 #include "trnsparse/io.hpp"
@@ -56,21 +56,23 @@ void run_solve(const SolveCliOptions& o) {
   const std::vector<double> b = right_hand_side(o.rhs, A.rows());
   const std::vector<double> M = o.precond == "jacobi" ? jacobi_preconditioner(A) : std::vector<double>{};
 
-  const bool progress = !o.json && isatty(fileno(stdout)) == 1;
-  double first = std::nan("");
+  Progress progress(!o.json);
   CgOptions<double> options{.tol = o.tol, .max_iter = o.max_iter, .preconditioner = M};
-  if (progress)
-    options.callback = [&first](index_t it, double rel) {
+  double first = std::nan("");
+  if (progress.on())
+    options.callback = [&](index_t it, double rel) {
       if (it == 1) first = rel;
       const double rate = it > 1 ? std::pow(rel / first, 1.0 / static_cast<double>(it - 1)) : std::nan("");
-      std::printf("\riteration %6lld  residual %.3e  rate %.4f", static_cast<long long>(it), rel, rate);
-      std::fflush(stdout);
+      char status[128];
+      std::snprintf(status, sizeof status, "cg: iteration %lld, residual %.3e, rate %.4f", static_cast<long long>(it),
+                    rel, rate);
+      progress.update(status, Progress::log_fraction(rel, o.tol));
       return true;
     };
   const auto start = std::chrono::steady_clock::now();
   const SolveResult<double> res = cg(op, std::span<const double>(b), options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (progress) std::printf("\n");
+  progress.clear();
 
   if (o.json) {
     JsonObject line;
