@@ -47,11 +47,11 @@ public:
     shown_ = false;
   }
 
-  /// How far an iteration whose relative residual fell from 1 to `rel` is towards `tol`,
-  /// on a log scale (iterative solvers converge about geometrically).
-  static double log_fraction(double rel, double tol) {
-    if (!(rel > 0) || !(tol > 0) || tol >= 1) return NAN;
-    return std::fmin(1.0, std::fmax(0.0, std::log(rel) / std::log(tol)));
+  /// How far an iteration whose relative residual went from `first` to `rel` is towards
+  /// `tol`, on a log scale (iterative solvers converge about geometrically).
+  static double log_fraction(double first, double rel, double tol) {
+    if (!(rel > 0) || !(first > tol) || !(tol > 0)) return NAN;
+    return std::fmin(1.0, std::fmax(0.0, std::log(first / rel) / std::log(first / tol)));
   }
 
 private:

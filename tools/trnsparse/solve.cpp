@@ -66,7 +66,7 @@ void run_solve(const SolveCliOptions& o) {
       char status[128];
       std::snprintf(status, sizeof status, "cg: iteration %lld, residual %.3e, rate %.4f", static_cast<long long>(it),
                     rel, rate);
-      progress.update(status, Progress::log_fraction(rel, o.tol));
+      progress.update(status, Progress::log_fraction(first, rel, o.tol));
       return true;
     };
   const auto start = std::chrono::steady_clock::now();
