@@ -10,12 +10,16 @@ mismatched shapes and differentiate through spmm / spmv / bsr_spmm / screened_sp
 Screening (schwarz_bounds, screen_quartets, density_screen, sparsity_stats,
 screened_spmm) and BSR solvers (cg_bsr, chebyshev_bsr, richardson_bsr,
 power_iteration_bsr, jacobi_preconditioner_bsr, chebyshev_coeffs) keep 0.6's contract.
-block_sparse_attention_tiled runs the core's tiled attention (float32, bfloat16) with
-autograd; trnsparse.mask builds its masks (local_window, dilated, global_tokens, causal).
+sparse_attention runs the core's block-sparse attention on (batch, heads, seq, dim)
+tensors (float32, bfloat16, float64) with autograd: per-head masks, grouped-query heads,
+queries shorter than keys, and score modifiers (trnsparse.score: ALiBi, soft-capping).
+trnsparse.mask builds its masks (builders, stack, create_block_mask from a predicate);
+trnsparse.nn.MultiheadSparseAttention is the module. block_sparse_attention_tiled is
+0.6's single-head entry point.
 """
 from . import _core
-from . import mask
-from ._attention import AttentionMask, block_sparse_attention_tiled
+from . import mask, nn, score
+from ._attention import AttentionMask, block_sparse_attention_tiled, sparse_attention
 from ._backend import HAS_NKI, get_backend, set_backend
 from ._formats import BSRMatrix, COOMatrix, CSRMatrix, eye_sparse, from_dense, from_scipy
 from ._ops import (
@@ -39,6 +43,7 @@ from ._solvers import (
     jacobi_preconditioner_bsr,
     power_iteration_bsr,
     richardson_bsr,
+    solve,
 )
 
 __version__ = _core.__version__
@@ -60,7 +65,7 @@ __all__ = [
     # screening and solvers
     "density_screen", "schwarz_bounds", "screen_quartets", "screened_spmm", "sparsity_stats", "JacobiPreconditioner",
     "cg_bsr", "chebyshev_bsr", "chebyshev_coeffs", "jacobi_preconditioner_bsr", "power_iteration_bsr",
-    "richardson_bsr",
+    "richardson_bsr", "solve",
     # attention
-    "AttentionMask", "block_sparse_attention_tiled", "mask",
+    "AttentionMask", "block_sparse_attention_tiled", "mask", "nn", "score", "sparse_attention",
 ]

@@ -1,0 +1,940 @@
+"""trnsparse.sparse_attention, trnsparse.score, the batched masks (kv_len, stack,
+create_block_mask) and trnsparse.nn.MultiheadSparseAttention against a dense float64
+attention written here with torch (matmul + masked softmax):
+
+    s = q kᵀ · scale;  s += slope[h] · (kv_idx - q_idx)  (ALiBi);  s = c · tanh(s / c)  (soft-cap)
+    O = softmax(s over the allowed keys) v;  a row with no allowed key gives O = 0, zero gradients.
+
+The allowed pairs of every mask are derived here from the mask's rule (not from the
+mask), and checked against `mask.to_dense()` too.
+
+Tolerances:
+- float64 runs the core's portable fp64 reference kernel: 1e-10 relative to the largest
+  reference magnitude (the expected error is a few 1e-16).
+- float32: an elementwise first-order rounding-error bound, `rounding_bounds` below,
+  built from the fp32 unit roundoff u = 2^-24 ≈ 6e-8 times the lengths of the sums each
+  quantity goes through (E for a score, Lkv for P·V and dQ, group·Lq for dK and dV) and
+  times the magnitudes of the summed terms (|P|·|V| and the like, computed in float64).
+- bfloat16: the same bound plus the bf16 roundings the kernels perform (u = 2^-8 each):
+  P rounded to bf16 before P·V (relative u on every term of P·V) and O rounded once at
+  the end (relative u); compared with the float64 reference of the bf16-rounded inputs.
+"""
+import io
+import math
+
+import pytest
+import torch
+
+import trnsparse as ts
+
+U32 = 2.0 ** -24  # fp32 unit roundoff (round to nearest), ≈ 6e-8
+UBF16 = 2.0 ** -8  # bf16 unit roundoff: 8 significant bits
+F64_TOL = 1e-10
+ALL_DTYPES, ALL_IDS = [torch.float32, torch.bfloat16, torch.float64], ["float32", "bfloat16", "float64"]
+SAFETY = 2.0  # first-order bounds: room for second-order terms and exp2/tanh approximation constants
+
+
+# ---- the dense float64 reference ---------------------------------------------------------
+
+def modified_scores(q, k, scale, slopes=None, cap=None):
+    """(B, H, Lq, Lkv) scores of (B, H, L, E) operands (k already expanded to H heads)."""
+    s = q @ k.transpose(-1, -2) * scale
+    Lq, Lkv = s.shape[-2:]
+    if slopes is not None:
+        rel = (torch.arange(Lkv).view(1, -1) - torch.arange(Lq).view(-1, 1)).to(s.dtype)
+        s = s + slopes.to(s.dtype).view(1, -1, 1, 1) * rel
+    if cap is not None:
+        s = cap * torch.tanh(s / cap)
+    return s
+
+
+def expand_heads(t, H):
+    return t.repeat_interleave(H // t.shape[1], dim=1)
+
+
+def reference(q, k, v, allowed, scale, slopes=None, cap=None):
+    """float64 attention of (B, H, Lq, E) q and (B, Hkv, Lkv, E) k, v (grouped heads by
+    repetition), `allowed` broadcasting to (B, H, Lq, Lkv); differentiable in q, k, v.
+    Returns (O, lse) with lse (not differentiable) 0 on empty rows."""
+    H = q.shape[1]
+    k, v = expand_heads(k, H), expand_heads(v, H)
+    s = modified_scores(q, k, scale, slopes, cap)
+    allowed = allowed.expand(s.shape)
+    s = s.masked_fill(~allowed, float("-inf"))
+    m = s.detach().amax(-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros(()))  # empty row: exp(-inf) = 0, no NaN
+    p = torch.exp(s - m)
+    l = p.sum(-1, keepdim=True)
+    O = (p @ v) / torch.where(l > 0, l, torch.ones(()))
+    with torch.no_grad():
+        lse = torch.where(l > 0, m + torch.log(l.clamp_min(1e-300)), torch.zeros(()))[..., 0]
+    return O, lse
+
+
+def rounding_bounds(q, k, v, dO, allowed, scale, slopes=None, cap=None, bf16=False):
+    """Elementwise bounds on |kernel - exact| for O, dQ, dK, dV (canonical 4-D shapes) of
+    the fp32 kernels (bf16=False) or the bf16 ones, first order in the roundoffs (u = 2^-24;
+    magnitudes are the exact float64 ones):
+
+    - each score s = q·k·scale is a sum of E products: |Δs| <= (E + 4) u Σ|q||k| scale;
+      ALiBi, soft-capping, the max subtraction and exp2 add a few u times |s|, |alibi|, so
+      every softmax weight p carries a relative error δ (below); |ΔO| <= (2δ + (2 Lkv +
+      8) u) · (P |V|) (the P·V and Σp sums of Lkv terms and the online rescalings);
+    - backward: p recomputed from the fp32 lse (δ' = δ + u (2|lse| + Lkv + 4)); dP = dO·v
+      (E terms, error <= (E + 1) u A with A = |dO||V|ᵀ), D = Σ dO∘O (E terms, and O's
+      own error), dS = P∘(dP − D)·c (c = 1 − tanh² under soft-capping, computed to a few u);
+      dQ = scale dS K (Lkv terms), dK = scale dSᵀ Q and dV = Pᵀ dO (group·Lq terms);
+    - bf16 adds u_bf16 for P rounded before P·V and Pᵀ·dO, for dS rounded before dS·K and
+      dSᵀ·Q, 2 u_bf16 (P|V|) in O and so in D, and u_bf16 for each output's single rounding;
+    - lse = (m + log2 l) ln 2 in fp32: the row max carries the score error δ, log l the
+      relative error δ + Lkv u of l, and the final multiply-add a few u |lse|.
+    Returns [O, dQ, dK, dV] bounds (elementwise, times SAFETY) and the lse bound (a number)."""
+    u, ub = U32, (UBF16 if bf16 else 0.0)
+    with torch.no_grad():
+        B, H, Lq, E = q.shape
+        Hkv, Lkv = k.shape[1], k.shape[2]
+        G = H // Hkv
+        ke, ve = expand_heads(k, H), expand_heads(v, H)
+        O, lse = reference(q, k, v, allowed, scale, slopes, cap)
+        s = modified_scores(q, ke, scale, slopes, cap)
+        al = allowed.expand(s.shape)
+        if not al.any():
+            return [torch.zeros(()) for _ in range(4)] + [0.0]
+        P = torch.softmax(s.masked_fill(~al, float("-inf")), -1).nan_to_num(0.0).masked_fill(~al, 0.0)
+        sabs = (q.abs() @ ke.abs().transpose(-1, -2)) * scale
+        alibi = modified_scores(torch.zeros_like(q), ke, scale, slopes, None).abs()
+        delta = u * ((E + 4) * float(sabs[al].max()) + 3 * float(alibi[al].max()) + 5 * float(s[al].abs().max()) + 16)
+        F_O = 2 * delta + (2 * Lkv + 8) * u
+        PV = P @ ve.abs()
+        O_err = (F_O + 2 * ub) * PV
+        delta_b = delta + u * (2 * float(lse.abs().max()) + Lkv + 4)
+        # backward magnitudes
+        A = dO.abs() @ ve.abs().transpose(-1, -2)
+        dPD = (dO @ ve.transpose(-1, -2) - (dO * O).sum(-1, keepdim=True)).abs()
+        c = 1 - torch.tanh(modified_scores(q, ke, scale, slopes, None) / cap) ** 2 if cap else torch.ones(())
+        dS = P * dPD * c
+        dD = (dO.abs() * O_err).sum(-1, keepdim=True) + (E + 1) * u * (dO * O).abs().sum(-1, keepdim=True)
+        dS_err = c * P * (delta_b * dPD + (E + 1) * u * A + dD) + 8 * u * P * dPD + ub * dS
+
+        def fold(t):  # sum over the query heads of each key head's group
+            return t.view(B, Hkv, G, *t.shape[2:]).sum(2)
+
+        dQ_bound = scale * (dS_err @ ke.abs() + ((Lkv + 2) * u + ub) * (dS @ ke.abs()))
+        dK_bound = scale * fold((dS_err.transpose(-1, -2) + ((G * Lq + 2) * u + ub) * dS.transpose(-1, -2))
+                                @ q.abs())
+        dV_bound = (delta_b + (G * Lq + 2) * u + 2 * ub) * fold(P.transpose(-1, -2) @ dO.abs())
+        lse_bound = 2 * delta + (Lkv + 8) * u + 4 * u * (float(lse.abs().max()) + float(s[al].abs().max()))
+        return [SAFETY * b + 1e-30 for b in (O_err, dQ_bound, dK_bound, dV_bound)] + [SAFETY * lse_bound]
+
+
+def assert_within(got, expected, bound, what):
+    err = (got.double() - expected).abs()
+    assert not torch.isnan(got).any(), f"{what}: NaN"
+    bad = err > bound
+    if bad.any():
+        ratio = (err / bound).max()
+        idx = tuple(int(x) for x in (err / bound == ratio).nonzero()[0])
+        raise AssertionError(f"{what}: error {float(err[idx]):.3e} > bound {float(bound[idx]):.3e} at {idx} "
+                             f"(worst ratio {float(ratio):.2f})")
+
+
+def assert_f64_close(got, expected, what):
+    assert got.dtype == torch.float64, what
+    err = float((got - expected).abs().max()) if expected.numel() else 0.0
+    assert err <= F64_TOL * max(1.0, float(expected.abs().max())), f"{what}: max error {err:.3e}"
+
+
+# ---- masks and the pairs they allow -----------------------------------------------------
+
+LENGTHS = [10, 0, 17, 18]  # 45 tokens, one empty document
+
+
+def doc_ids(lengths):
+    return torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+
+
+DOC = doc_ids(LENGTHS)
+# create_block_mask's predicate data: per batch element document ids, per head a window.
+DOC_ID = torch.stack([doc_ids([20, 25]), doc_ids([7, 0, 38])])
+WINDOW = torch.tensor([3, 8, 17, 45])
+
+
+def pairs(Lq, Lkv):
+    return torch.arange(Lq).view(-1, 1), torch.arange(Lkv).view(1, -1)
+
+
+def floor_div(a, b):
+    return torch.div(a, b, rounding_mode="floor")
+
+
+# Single-slice masks over 45 x 45 on blocks of 8 (what `stack` combines): (builder, rule(i, j)).
+ATOMS8 = [
+    (lambda: ts.mask.causal(45, 8), lambda i, j: j <= i),
+    (lambda: ts.mask.local_window(45, 8, 1), lambda i, j: (i // 8 - j // 8).abs() <= 1),
+    (lambda: ts.mask.dilated(45, 8, 3), lambda i, j: (i // 8 - j // 8) % 3 == 0),
+    (lambda: ts.mask.document(LENGTHS, 8), lambda i, j: DOC[i] == DOC[j]),
+    (lambda: ts.mask.intersect(ts.mask.causal(45, 8), ts.mask.local_window(45, 8, 1)),
+     lambda i, j: (j <= i) & ((i // 8 - j // 8).abs() <= 1)),
+]
+
+
+def predicate(b, h, q_idx, kv_idx):
+    """FlexAttention-style: same document of batch element b, causal, within head h's window."""
+    return (DOC_ID[b, q_idx] == DOC_ID[b, kv_idx]) & (kv_idx <= q_idx) & (q_idx - kv_idx <= WINDOW[h])
+
+
+def predicate_allowed(B, H, Lq, Lkv):
+    i, j = pairs(Lq, Lkv)
+    out = torch.zeros(B, H, Lq, Lkv, dtype=torch.bool)
+    for z in range(B):
+        for h in range(H):
+            out[z, h] = (DOC_ID[z][i] == DOC_ID[z][j]) & (j <= i) & (i - j <= WINDOW[h])
+    return out
+
+
+def make_mask(kind, B, H):
+    """(mask, allowed (Bm, Hm, Lq, Lkv) from the rule, Lq, Lkv, head dim E) for B x H operands."""
+    square = {
+        "causal": (lambda: ts.mask.causal(45, 8), lambda i, j: j <= i, 16),
+        "local_window": (lambda: ts.mask.local_window(45, 16, 1), lambda i, j: (i // 16 - j // 16).abs() <= 1, 12),
+        "dilated": (lambda: ts.mask.dilated(45, 8, 2), lambda i, j: (i // 8 - j // 8) % 2 == 0, 16),
+        "global_tokens": (lambda: ts.mask.global_tokens(45, 8, 1, 1),
+                          lambda i, j: (i // 8 == 0) | (j // 8 == 0) | ((i // 8 - j // 8).abs() <= 1), 7),
+        "document": (lambda: ts.mask.document(LENGTHS, 8, causal=True), lambda i, j: (DOC[i] == DOC[j]) & (j <= i), 16),
+        "unite": (lambda: ts.mask.unite(ts.mask.causal(45, 8), ts.mask.global_tokens(45, 8, 0, 1)),
+                  lambda i, j: (j <= i) | (i // 8 == 0) | (j // 8 == 0) | (i // 8 == j // 8), 12),
+        "intersect": (lambda: ts.mask.intersect(ts.mask.local_window(45, 8, 2), ts.mask.document(LENGTHS, 8)),
+                      lambda i, j: ((i // 8 - j // 8).abs() <= 2) & (DOC[i] == DOC[j]), 16),
+    }
+    rect = {  # Lq != Lkv, aligned bottom-right
+        "causal_kv": (21, 70, lambda: ts.mask.causal(21, 16, kv_len=70), lambda i, j: j <= i + 49, 16),
+        "local_kv": (21, 70, lambda: ts.mask.local_window(21, 8, 1, kv_len=70),
+                     lambda i, j: (j // 8 - floor_div(i + 49, 8)).abs() <= 1, 12),
+        # more queries than keys: queries 0 .. 22 stand before the first key and see nothing
+        "local_kv_empty_rows": (40, 17, lambda: ts.mask.local_window(40, 8, 0, kv_len=17),
+                                lambda i, j: (j // 8 - floor_div(i - 23, 8)).abs() <= 0, 8),
+    }
+    if kind in square:
+        build, rule, E = square[kind]
+        i, j = pairs(45, 45)
+        return build(), rule(i, j)[None, None], 45, 45, E
+    if kind in rect:
+        Lq, Lkv, build, rule, E = rect[kind]
+        i, j = pairs(Lq, Lkv)
+        return build(), rule(i, j)[None, None], Lq, Lkv, E
+    i, j = pairs(45, 45)
+    if kind == "stack_heads":
+        picks = [ATOMS8[h % len(ATOMS8)] for h in range(H)]
+        mask = ts.mask.stack([m() for m, _ in picks])
+        return mask, torch.stack([r(i, j) for _, r in picks])[None], 45, 45, 16
+    if kind == "stack_batch_heads":
+        picks = [[ATOMS8[(3 * z + h + 1) % len(ATOMS8)] for h in range(H)] for z in range(B)]
+        mask = ts.mask.stack([[m() for m, _ in row] for row in picks])
+        allowed = torch.stack([torch.stack([r(i, j) for _, r in row]) for row in picks])
+        return mask, allowed, 45, 45, 9
+    if kind == "intersect_broadcast":  # a per-head stack intersected with one shared mask
+        picks = [ATOMS8[h % len(ATOMS8)] for h in range(H)]
+        mask = ts.mask.intersect(ts.mask.stack([m() for m, _ in picks]), ts.mask.causal(45, 8))
+        return mask, torch.stack([r(i, j) & (j <= i) for _, r in picks])[None], 45, 45, 16
+    if kind == "create_block_mask":
+        mask = ts.mask.create_block_mask(predicate, B, H, 45, 45, BLOCK_SIZE=16)
+        return mask, predicate_allowed(B, H, 45, 45), 45, 45, 16
+    raise AssertionError(kind)
+
+
+KINDS = ["causal", "local_window", "dilated", "global_tokens", "document", "unite", "intersect", "stack_heads",
+         "stack_batch_heads", "intersect_broadcast", "create_block_mask", "causal_kv", "local_kv",
+         "local_kv_empty_rows"]
+
+
+def check_mask(mask, allowed):
+    dense = mask.to_dense()
+    if mask.batch == mask.heads == 1:
+        assert torch.equal(dense, allowed[0, 0])
+    else:
+        assert (mask.batch, mask.heads) == tuple(allowed.shape[:2])
+        assert torch.equal(dense, allowed)
+
+
+# ---- operand layouts -----------------------------------------------------------------------
+
+# layout: (B, H, Hkv with enable_gqa)
+LAYOUTS = {
+    "BHLE": (2, 4, 2),  # contiguous (B, H, L, E)
+    "BLHE_view": (2, 4, 2),  # the transpose(1, 2) view of a contiguous (B, L, H, E)
+    "HLE": (1, 4, 1),  # 3-D (H, L, E); grouped: multi-query (one key head)
+    "LE": (1, 1, None),  # 2-D (L, E): one head, no grouping
+    "E_strided": (2, 4, 2),  # last dimension of stride 2 (copied once)
+}
+
+
+def lay(t, layout):
+    """The canonical contiguous (B, H, L, E) t in `layout`, as a leaf (no autograd history)."""
+    if layout == "BHLE":
+        return t.clone()
+    if layout == "BLHE_view":
+        return t.transpose(1, 2).contiguous().transpose(1, 2)
+    if layout == "HLE":
+        return t[0].clone()
+    if layout == "LE":
+        return t[0, 0].clone()
+    if layout == "E_strided":
+        base = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
+        base[..., ::2] = t
+        out = base[..., ::2]
+        assert out.stride(-1) == 2
+        return out
+    raise AssertionError(layout)
+
+
+def canon(t, layout):
+    """Back to 4-D (B, H, L, E)."""
+    return t[None, None] if layout == "LE" else t[None] if layout == "HLE" else t
+
+
+MODS = ["none", "alibi", "softcap", "alibi+softcap"]
+SLOPES = torch.tensor([0.5, 0.25, -0.125, 0.0625], dtype=torch.float64)
+CAP = 2.0
+
+
+def score_mod(mod, H):
+    """(score_mod for sparse_attention, slopes, cap) of a MODS name."""
+    slopes = SLOPES[:H] if H > 1 else torch.tensor([0.3], dtype=torch.float64)
+    if mod == "none":
+        return None, None, None
+    if mod == "alibi":
+        return ts.score.alibi(slopes), slopes, None
+    if mod == "softcap":
+        return ts.score.softcap(CAP), None, CAP
+    return [ts.score.alibi(slopes), ts.score.softcap(CAP)], slopes, CAP
+
+
+def random_case(B, H, Hkv, Lq, Lkv, E, seed):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    return r(B, H, Lq, E), r(B, Hkv, Lkv, E), r(B, Hkv, Lkv, E), r(B, H, Lq, E)
+
+
+def run_case(kind, layout, gqa, mod, dtype, seed=0, scale=None):
+    """Runs sparse_attention forward and backward in `layout`; returns the canonical 4-D
+    tensors: inputs (in dtype), dO, O, lse, dq, dk, dv, plus allowed, scale, slopes, cap."""
+    B, H, Hkv = LAYOUTS[layout]
+    Hkv = Hkv if gqa else H
+    mask, allowed, Lq, Lkv, E = make_mask(kind, B, H)
+    check_mask(mask, allowed)
+    q, k, v, dO = (t.to(dtype) for t in random_case(B, H, Hkv, Lq, Lkv, E, seed))
+    mod_arg, slopes, cap = score_mod(mod, H)
+    xq, xk, xv = (lay(t, layout).requires_grad_() for t in (q, k, v))
+    O, lse = ts.sparse_attention(xq, xk, xv, mask, scale=scale, enable_gqa=gqa, score_mod=mod_arg, return_lse=True)
+    assert O.dtype == dtype and O.shape == xq.shape
+    assert not lse.requires_grad and lse.shape == xq.shape[:-1]
+    assert lse.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+    if layout == "BLHE_view":  # the output keeps query's (B, L, H, E) memory
+        assert O.stride() == xq.stride() and O.transpose(1, 2).is_contiguous()
+    if layout == "E_strided":
+        assert O.is_contiguous()
+    O.backward(lay(dO, layout))
+    for x in (xq, xk, xv):
+        assert x.grad.shape == x.shape and x.grad.dtype == dtype
+    sc = 1 / math.sqrt(E) if scale is None else scale
+    return dict(q=q, k=k, v=v, dO=dO, O=canon(O.detach(), layout), lse=canon(lse, layout),
+                dq=canon(xq.grad, layout), dk=canon(xk.grad, layout), dv=canon(xv.grad, layout), allowed=allowed,
+                scale=sc, slopes=slopes, cap=cap, mask=mask)
+
+
+def reference_of(r):
+    """float64 O, lse, dq, dk, dv of the (dtype-rounded) inputs of a run_case result."""
+    leaves = [r[n].double().requires_grad_() for n in ("q", "k", "v")]
+    O, lse = reference(*leaves, r["allowed"], r["scale"], r["slopes"], r["cap"])
+    grads = torch.autograd.grad(O, leaves, r["dO"].double())
+    return (O.detach(), lse) + tuple(grads)
+
+
+def check_empty_rows(r):
+    """Rows with no allowed key: O, lse and dq exactly 0."""
+    B, H = r["q"].shape[:2]
+    empty = ~r["allowed"].expand(B, H, *r["allowed"].shape[2:]).any(-1)  # (B, H, Lq)
+    for name in ("O", "dq", "lse"):
+        t = r[name]
+        assert torch.equal(t[empty], torch.zeros_like(t[empty])), name
+    return empty
+
+
+def _cases():
+    out = []
+    for kind in KINDS:
+        for layout, (_, _, hkv) in LAYOUTS.items():
+            for gqa in (False, True):
+                if gqa and hkv is None:
+                    continue
+                for mod in MODS:
+                    heads = "gqa" if gqa else "mha"
+                    out.append(pytest.param(kind, layout, gqa, mod, id=f"{kind}-{layout}-{heads}-{mod}"))
+    return out
+
+
+# ---- float64: the full product -------------------------------------------------------------
+
+@pytest.mark.parametrize("kind,layout,gqa,mod", _cases())
+def test_float64_outputs_and_gradients_match_the_dense_reference(kind, layout, gqa, mod):
+    r = run_case(kind, layout, gqa, mod, torch.float64, seed=KINDS.index(kind))
+    O, lse, dq, dk, dv = reference_of(r)
+    assert_f64_close(r["O"], O, "O")
+    assert_f64_close(r["lse"], lse, "lse")
+    for name, ref in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert_f64_close(r[name], ref, name)
+    empty = check_empty_rows(r)
+    assert bool(empty.any()) == (kind == "local_kv_empty_rows")
+    for name in ("O", "dq", "dk", "dv"):
+        assert torch.isfinite(r[name]).all()
+
+
+# ---- float32 and bfloat16 against rounding bounds ------------------------------------------
+
+@pytest.mark.parametrize("mod", MODS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_float32_within_rounding_bounds(kind, mod):
+    r = run_case(kind, "BLHE_view", True, mod, torch.float32, seed=100 + KINDS.index(kind))
+    O, lse, dq, dk, dv = reference_of(r)
+    bounds = rounding_bounds(*(r[n].double() for n in ("q", "k", "v", "dO")), r["allowed"], r["scale"], r["slopes"],
+                             r["cap"])
+    for name, ref, bound in zip(("O", "dq", "dk", "dv"), (O, dq, dk, dv), bounds):
+        assert_within(r[name], ref, bound, name)
+    assert float((r["lse"].double() - lse).abs().max()) <= bounds[4]
+    check_empty_rows(r)
+
+
+@pytest.mark.parametrize("mod", ["none", "alibi+softcap"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_bfloat16_output_within_rounding_bounds(kind, mod):
+    # Reference: float64 attention of the bf16 inputs (exactly representable in float64).
+    r = run_case(kind, "BHLE", True, mod, torch.bfloat16, seed=200 + KINDS.index(kind))
+    O = reference_of(r)[0]
+    bound = rounding_bounds(*(r[n].double() for n in ("q", "k", "v", "dO")), r["allowed"], r["scale"], r["slopes"],
+                            r["cap"], bf16=True)[0]
+    assert_within(r["O"], O, bound, "O")
+    # the bound is informative: within a few bf16 ulps of the output scale
+    assert float(bound.max()) < 16 * UBF16 * float(r["v"].double().abs().max())
+    check_empty_rows(r)
+
+
+@pytest.mark.parametrize("kind", ["causal", "stack_heads", "local_kv_empty_rows"])
+def test_bfloat16_gradients_within_rounding_bounds(kind):
+    r = run_case(kind, "BLHE_view", True, "alibi+softcap", torch.bfloat16, seed=300)
+    _, _, dq, dk, dv = reference_of(r)
+    bounds = rounding_bounds(*(r[n].double() for n in ("q", "k", "v", "dO")), r["allowed"], r["scale"], r["slopes"],
+                             r["cap"], bf16=True)
+    for name, ref, bound in zip(("dq", "dk", "dv"), (dq, dk, dv), bounds[1:]):
+        assert_within(r[name], ref, bound, name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("kind", ["stack_batch_heads", "local_kv_empty_rows", "create_block_mask"])
+def test_portable_reference_kernels_within_the_same_bounds(kind, dtype):
+    # set_backend("reference"): the core's scalar kernels (the SIMD ones are tested against them)
+    before = ts.get_backend()
+    ts.set_backend("reference")
+    try:
+        r = run_case(kind, "BLHE_view", True, "alibi+softcap", dtype, seed=400)
+    finally:
+        ts.set_backend(before)
+    O, _, dq, dk, dv = reference_of(r)
+    bounds = rounding_bounds(*(r[n].double() for n in ("q", "k", "v", "dO")), r["allowed"], r["scale"], r["slopes"],
+                             r["cap"], bf16=dtype == torch.bfloat16)
+    for name, ref, bound in zip(("O", "dq", "dk", "dv"), (O, dq, dk, dv), bounds):
+        assert_within(r[name], ref, bound, name)
+    check_empty_rows(r)
+
+
+def test_explicit_scale_and_a_bsr_block_pattern():
+    r = run_case("stack_heads", "BHLE", True, "alibi+softcap", torch.float64, seed=7, scale=0.37)
+    O, _, dq, dk, dv = reference_of(r)
+    for name, ref in (("O", O), ("dq", dq), ("dk", dk), ("dv", dv)):
+        assert_f64_close(r[name], ref, name)
+    # a BSRMatrix mask: its block pattern (values ignored), one block row without blocks
+    grid = torch.tensor([[1, 0, 1], [0, 0, 0], [1, 1, 0]], dtype=torch.bool)
+    dense = grid.repeat_interleave(8, 0).repeat_interleave(8, 1)[:20, :21]
+    bsr = ts.BSRMatrix.from_dense(dense.double() * 3.0, block_size=8)
+    q, k, v, _ = random_case(2, 4, 2, 20, 21, 6, seed=8)
+    got = ts.sparse_attention(q, k, v, bsr, enable_gqa=True)
+    assert_f64_close(got, reference(q, k, v, dense, 1 / math.sqrt(6))[0], "O")
+    assert torch.equal(got[:, :, 8:16], torch.zeros(2, 4, 8, 6))
+
+
+# ---- gradcheck -----------------------------------------------------------------------------
+
+GRADCHECK = [
+    # (name, B, H, Hkv, Lq, Lkv, mask builder (B, H), score mod)
+    ("gqa_alibi_softcap_per_head", 1, 4, 2, 10, 13,
+     lambda B, H: ts.mask.stack([ts.mask.causal(10, 4, kv_len=13), ts.mask.local_window(10, 4, 0, kv_len=13),
+                                 ts.mask.causal(10, 4, kv_len=13),
+                                 ts.mask.intersect(ts.mask.causal(10, 4, kv_len=13),
+                                                   ts.mask.local_window(10, 4, 1, kv_len=13))]),
+     "alibi+softcap"),
+    ("per_batch_head_empty_rows", 2, 2, 1, 12, 7,
+     lambda B, H: ts.mask.stack([[ts.mask.local_window(12, 4, 0, kv_len=7), ts.mask.causal(12, 4, kv_len=7)],
+                                 [ts.mask.causal(12, 4, kv_len=7), ts.mask.local_window(12, 4, 1, kv_len=7)]]),
+     "softcap"),
+    ("document_alibi", 1, 2, 2, 11, 11, lambda B, H: ts.mask.document([4, 0, 7], 4, causal=True), "alibi"),
+]
+
+
+@pytest.mark.parametrize("name,B,H,Hkv,Lq,Lkv,build,mod", GRADCHECK, ids=[c[0] for c in GRADCHECK])
+def test_gradcheck_float64(name, B, H, Hkv, Lq, Lkv, build, mod):
+    mask = build(B, H)
+    q, k, v, _ = random_case(B, H, Hkv, Lq, Lkv, 3, seed=len(name))
+    q = q.transpose(1, 2).contiguous().transpose(1, 2)  # the (B, L, H, E) view
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    mod_arg, _, _ = score_mod(mod, H)
+    f = lambda a, b, c: ts.sparse_attention(a, b, c, mask, enable_gqa=True, score_mod=mod_arg)  # noqa: E731
+    assert torch.autograd.gradcheck(f, leaves, nondet_tol=0)
+    assert torch.autograd.gradcheck(lambda a, b, c: ts.sparse_attention(a, b, c, mask, scale=0.7, enable_gqa=True,
+                                                                        score_mod=mod_arg), leaves, nondet_tol=0)
+
+
+# ---- return_lse ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["BHLE", "HLE", "LE"])
+@pytest.mark.parametrize("kind", ["stack_heads", "local_kv_empty_rows", "create_block_mask"])
+def test_return_lse_is_the_logsumexp_of_the_allowed_modified_scores(kind, layout):
+    B, H, _ = LAYOUTS[layout]
+    mask, allowed, Lq, Lkv, E = make_mask(kind, B, H)
+    q, k, v, _ = random_case(B, H, H, Lq, Lkv, E, seed=11)
+    mod_arg, slopes, cap = score_mod("alibi+softcap", H)
+    s = modified_scores(q, k, 1 / math.sqrt(E), slopes, cap).masked_fill(~allowed, float("-inf"))
+    expected = torch.logsumexp(s, -1)
+    empty = ~allowed.expand(s.shape).any(-1)
+    assert torch.isinf(expected[empty]).all()
+    expected = expected.masked_fill(empty, 0.0)
+    for dtype in (torch.float64, torch.float32):
+        xs = [lay(t.to(dtype), layout).requires_grad_() for t in (q, k, v)]
+        O, lse = ts.sparse_attention(*xs, mask, score_mod=mod_arg, return_lse=True)
+        assert lse.shape == xs[0].shape[:-1] and not lse.requires_grad
+        lse = canon(lse, layout)
+        if dtype == torch.float64:
+            assert_f64_close(lse, expected, "lse")
+        else:
+            bound = rounding_bounds(q, k, v, torch.zeros_like(q), allowed, 1 / math.sqrt(E), slopes, cap)[4]
+            assert float((lse.double() - expected).abs().max()) <= bound
+        assert torch.equal(lse[empty], torch.zeros_like(lse[empty]))
+        O.sum().backward()  # return_lse does not disturb the gradients
+        assert all(torch.isfinite(x.grad).all() for x in xs)
+        assert torch.equal(ts.sparse_attention(*[x.detach() for x in xs], mask, score_mod=mod_arg), O.detach())
+
+
+# ---- determinism ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=ALL_IDS)
+def test_bitwise_identical_for_any_thread_count(dtype):
+    B, H, Hkv, L, E, b = 2, 4, 2, 256, 16, 32
+    mask = ts.mask.stack([ts.mask.causal(L, b), ts.mask.local_window(L, b, 1),
+                          ts.mask.document([100, 0, 156], b, causal=True), ts.mask.dilated(L, b, 2)])
+    q, k, v, dO = (t.to(dtype) for t in random_case(B, H, Hkv, L, L, E, seed=5))
+    q = q.transpose(1, 2).contiguous().transpose(1, 2)
+    mod = [ts.score.alibi(ts.score.alibi_slopes(H)), ts.score.softcap(5.0)]
+    results = []
+    before = ts.get_num_threads()
+    try:
+        for n in (1, 2, 3):
+            ts.set_num_threads(n)
+            leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+            O, lse = ts.sparse_attention(*leaves, mask, enable_gqa=True, score_mod=mod, return_lse=True)
+            O.backward(dO)
+            results.append([O.detach(), lse] + [t.grad for t in leaves])
+    finally:
+        ts.set_num_threads(before)
+
+    def bits(t):
+        return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
+
+    for other in results[1:]:
+        for a, c in zip(results[0], other):
+            assert torch.equal(bits(a), bits(c))
+
+
+# ---- fully masked rows ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=ALL_IDS)
+@pytest.mark.parametrize("how", ["local_window_kv_len", "create_block_mask", "bsr_empty_block_row"])
+def test_fully_masked_rows_give_zeros_and_zero_gradients(how, dtype):
+    B, H, Hkv, E = 2, 4, 2, 8
+    if how == "local_window_kv_len":  # Lq > Lkv bottom-right: queries 0 .. 22 see no key
+        Lq, Lkv = 40, 17
+        mask = ts.mask.local_window(Lq, 8, 0, kv_len=Lkv)
+        i, j = pairs(Lq, Lkv)
+        allowed = ((j // 8 - floor_div(i - 23, 8)).abs() == 0)[None, None]
+    elif how == "create_block_mask":  # strictly causal: query 0 sees nothing
+        Lq = Lkv = 20
+
+        def strict(b, h, q_idx, kv_idx):  # head h also ignores keys before h - 1: more empty rows
+            return (kv_idx < q_idx) & (kv_idx >= h - 1 + 0 * b)
+
+        mask = ts.mask.create_block_mask(strict, None, H, Lq, Lkv, BLOCK_SIZE=8)
+        i, j = pairs(Lq, Lkv)
+        allowed = torch.stack([(j < i) & (j >= h - 1) for h in range(H)])[None]
+    else:
+        Lq, Lkv = 20, 21
+        grid = torch.tensor([[1, 0, 1], [0, 0, 0], [0, 1, 1]], dtype=torch.bool)
+        allowed = grid.repeat_interleave(8, 0).repeat_interleave(8, 1)[:Lq, :Lkv][None, None]
+        mask = ts.AttentionMask.from_bsr(ts.BSRMatrix.from_dense(allowed[0, 0].float(), block_size=8))
+    check_mask(mask, allowed)
+    q, k, v, dO = (t.to(dtype) for t in random_case(B, H, Hkv, Lq, Lkv, E, seed=13))
+    leaves = [t.requires_grad_() for t in (q, k, v)]
+    mod = [ts.score.alibi(SLOPES), ts.score.softcap(CAP)]
+    O, lse = ts.sparse_attention(*leaves, mask, enable_gqa=True, score_mod=mod, return_lse=True)
+    O.backward(dO)
+    empty = ~allowed.expand(B, H, Lq, Lkv).any(-1)
+    assert empty.any() and (~empty).any()
+    for t in (O, lse, leaves[0].grad):
+        assert torch.isfinite(t).all() and torch.equal(t[empty], torch.zeros_like(t[empty]))
+    for t in leaves[1:]:
+        assert torch.isfinite(t.grad).all()
+    # keys no query may see get zero gradients
+    unseen = ~allowed.expand(B, H, Lq, Lkv).any(-2).view(B, Hkv, H // Hkv, Lkv).any(2)  # (B, Hkv, Lkv) seen
+    if how == "create_block_mask":  # the last key is after every query
+        assert unseen.any()
+    for t in leaves[1:]:
+        assert torch.equal(t.grad[unseen], torch.zeros_like(t.grad[unseen]))
+    ref = reference(*(t.detach().double() for t in (q, k, v)), allowed, 1 / math.sqrt(E), SLOPES, CAP)[0]
+    tol = {torch.float64: 1e-10, torch.float32: 1e-5, torch.bfloat16: 4 * UBF16 * float(v.double().abs().max())}
+    assert float((O.detach().double() - ref).abs().max()) <= tol[dtype]
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+def test_shape_error_is_an_assertion_error_and_a_value_error():
+    assert issubclass(ts.ShapeError, AssertionError) and issubclass(ts.ShapeError, ValueError)
+
+
+def _ok():
+    q, k, v, _ = random_case(2, 4, 4, 16, 16, 8, seed=1)
+    return q.float(), k.float(), v.float(), ts.mask.causal(16, 8)
+
+
+@pytest.mark.parametrize("change,error,match", [
+    (lambda q, k, v, m: (q, k[:1], v[:1], m), ts.ShapeError, "key has batch 1"),
+    (lambda q, k, v, m: (q, k[:, :2], v[:, :2], m), ts.ShapeError, "key has 2 heads.*enable_gqa"),
+    (lambda q, k, v, m: (q, k[..., :4], v[..., :4], m), ts.ShapeError, "key has head dim 4"),
+    (lambda q, k, v, m: (q, k, v[:, :, :15], m), ts.ShapeError, "value has shape"),
+    (lambda q, k, v, m: (q[:, :, :15], k, v, m), ts.ShapeError, "block_mask is 16 x 16 but query has 15"),
+    (lambda q, k, v, m: (q, k[:, :, :15], v[:, :, :15], m), ts.ShapeError, "block_mask is 16 x 16.*key 15"),
+    (lambda q, k, v, m: (q, k, v, ts.mask.causal(16, 8, kv_len=17)), ts.ShapeError, "block_mask is 16 x 17"),
+    (lambda q, k, v, m: (q, k, v, ts.mask.stack([[m] * 4] * 3)), ts.ShapeError, "block_mask has batch 3"),
+    (lambda q, k, v, m: (q, k, v, ts.mask.stack([m] * 3)), ts.ShapeError, "block_mask has 3 heads"),
+    (lambda q, k, v, m: (q, k, v, torch.ones(16, 16, dtype=torch.bool)), TypeError, "block_mask"),
+    (lambda q, k, v, m: (q.int(), k.int(), v.int(), m), TypeError, "query has dtype torch.int32"),
+    (lambda q, k, v, m: (q, k.long(), v, m), TypeError, "key has dtype torch.int64"),
+    (lambda q, k, v, m: (q.half(), k.half(), v.half(), m), TypeError, "float32, bfloat16 or float64"),
+    (lambda q, k, v, m: (q, k.double(), v, m), TypeError, "key has dtype torch.float64 but query"),
+    (lambda q, k, v, m: (q, k, v.bfloat16(), m), TypeError, "value has dtype torch.bfloat16"),
+    (lambda q, k, v, m: (q[None], k[None], v[None], m), ts.ShapeError, "query must be"),
+    (lambda q, k, v, m: (q, k[0], v[0], m), ts.ShapeError, "key is 3-D but query is 4-D"),
+    (lambda q, k, v, m: (q[0, 0, 0], k[0, 0, 0], v[0, 0, 0], m), ts.ShapeError, "query must be"),
+])
+def test_argument_errors_name_the_argument(change, error, match):
+    q, k, v, m = change(*_ok())
+    with pytest.raises(error, match=match):
+        ts.sparse_attention(q, k, v, m)
+
+
+def test_grouped_heads_errors():
+    q, k, v, m = _ok()
+    with pytest.raises(ts.ShapeError, match="4 heads are not a multiple of key's 3"):
+        ts.sparse_attention(q, k[:, :3], v[:, :3], m, enable_gqa=True)
+    with pytest.raises(ts.ShapeError, match="key has 2 heads"):
+        ts.sparse_attention(q, k[:, :2], v[:, :2], m)  # without enable_gqa
+    with pytest.raises(ValueError, match="key has 4 heads but query has 1"):  # more key heads than query heads
+        ts.sparse_attention(q[:, :1], k, v, m)
+    with pytest.raises(ValueError, match="not a multiple"):
+        ts.sparse_attention(q[:, :1], k[:, :2], v[:, :2], m, enable_gqa=True)
+
+
+@pytest.mark.parametrize("scale,error", [(0.0, ValueError), (-0.5, ValueError), (float("nan"), ValueError),
+                                         (float("inf"), ValueError), (-float("inf"), ValueError),
+                                         ("0.5", TypeError), (True, TypeError)])
+def test_bad_scale(scale, error):
+    q, k, v, m = _ok()
+    with pytest.raises(error, match="scale"):
+        ts.sparse_attention(q, k, v, m, scale=scale)
+
+
+def test_bad_score_mods():
+    q, k, v, m = _ok()
+    with pytest.raises(TypeError, match="score_mod"):
+        ts.sparse_attention(q, k, v, m, score_mod=lambda s, b, h, i, j: s)
+    with pytest.raises(TypeError, match="score_mod"):
+        ts.sparse_attention(q, k, v, m, score_mod=[ts.score.softcap(2.0), "alibi"])
+    with pytest.raises(ValueError, match="slopes"):
+        ts.sparse_attention(q, k, v, m, score_mod=ts.score.alibi([0.5, 0.25, 0.125]))  # 3 slopes, 4 heads
+    with pytest.raises(ValueError, match="ALiBi first"):
+        ts.sparse_attention(q, k, v, m, score_mod=[ts.score.softcap(2.0), ts.score.alibi(SLOPES)])
+    with pytest.raises(ValueError, match="twice"):
+        ts.sparse_attention(q, k, v, m, score_mod=[ts.score.softcap(2.0), ts.score.softcap(3.0)])
+    for bad in ([], [[0.1, 0.2]], [0.1, float("nan")], [float("inf")]):
+        with pytest.raises(ValueError, match="slopes"):
+            ts.score.alibi(bad)
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="cap"):
+            ts.score.softcap(bad)
+    for bad in ("2", True, None):
+        with pytest.raises(TypeError, match="cap"):
+            ts.score.softcap(bad)
+    with pytest.raises(ValueError, match="num_heads"):
+        ts.score.alibi_slopes(0)
+
+
+def test_head_dim_limit():
+    q = torch.zeros(1, 1, 8, 513)
+    with pytest.raises(ValueError):
+        ts.sparse_attention(q, q, q, ts.mask.causal(8, 8))
+
+
+def test_alibi_slopes_follow_the_paper():
+    assert torch.equal(ts.score.alibi_slopes(8), torch.tensor([2.0 ** -(h + 1) for h in range(8)]))
+    s12 = ts.score.alibi_slopes(12)  # 8 powers, then every other slope of 16 heads
+    assert torch.equal(s12[:8], ts.score.alibi_slopes(8))
+    assert torch.equal(s12[8:], ts.score.alibi_slopes(16)[0::2][:4])
+    assert ts.score.alibi(s12).alibi_slopes == tuple(float(x) for x in s12)
+
+
+# ---- create_block_mask --------------------------------------------------------------------
+
+@pytest.mark.parametrize("B,H,Lq,Lkv,b", [(2, 4, 45, 45, 16), (None, 4, 30, 45, 8), (2, None, 45, 37, 8),
+                                          (1, 1, 7, 9, 16)])
+def test_create_block_mask_evaluates_the_predicate(B, H, Lq, Lkv, b):
+    mask = ts.mask.create_block_mask(predicate, B, H, Lq, Lkv, BLOCK_SIZE=b)
+    Bm, Hm = B or 1, H or 1
+    assert (mask.batch, mask.heads, mask.shape, mask.block_size) == (Bm, Hm, (Lq, Lkv), b)
+    allowed = predicate_allowed(Bm, Hm, Lq, Lkv)
+    check_mask(mask, allowed)
+    blocks = -(-Lq // b) * -(-Lkv // b)
+    grid = torch.nn.functional.pad(allowed, (0, -Lkv % b, 0, -Lq % b))
+    grid = grid.view(Bm, Hm, -(-Lq // b), b, -(-Lkv // b), b).any(-1).any(-2)  # blocks with an allowed pair
+    assert mask.n_blocks == int(grid.sum()) <= Bm * Hm * blocks  # empty blocks are not stored
+
+
+def test_create_block_mask_rejects_bad_predicates():
+    with pytest.raises((ValueError, TypeError), match="mask_mod"):  # a shape that broadcasts to no band
+        ts.mask.create_block_mask(lambda b, h, q, kv: torch.ones(5, 7, dtype=torch.bool), None, None, 16, 16, 8)
+    with pytest.raises((ValueError, TypeError), match="mask_mod"):  # float, not bool
+        ts.mask.create_block_mask(lambda b, h, q, kv: (kv <= q).float(), None, None, 16, 16, 8)
+
+
+# ---- MultiheadSparseAttention --------------------------------------------------------------
+
+def module_reference(mod, x, kv, allowed):
+    """The module's computation written out in float64 with its own weights."""
+    W = {n: (p.detach().double()) for n, p in mod.named_parameters()}
+    B, Lq, D = x.shape
+    Lkv = kv.shape[1]
+    H, G, E = mod.num_heads, mod.num_kv_heads, mod.head_dim
+
+    def proj(name, t, heads):
+        y = t.double() @ W[f"{name}.weight"].T + W.get(f"{name}.bias", 0.0)
+        return y.view(B, -1, heads, E).transpose(1, 2)
+
+    q, k, v = proj("q_proj", x, H), proj("k_proj", kv, G), proj("v_proj", kv, G)
+    slopes, cap = None, None
+    if mod.score_mod is not None:
+        for m in (mod.score_mod if isinstance(mod.score_mod, list) else [mod.score_mod]):
+            slopes = torch.tensor(m.alibi_slopes, dtype=torch.float64) if m.alibi_slopes else slopes
+            cap = m.softcap or cap
+    scale = mod.scale if mod.scale is not None else 1 / math.sqrt(E)
+    o, _ = reference(q, k, v, allowed, scale, slopes, cap)
+    return o.transpose(1, 2).reshape(B, Lq, D) @ W["out_proj.weight"].T + W.get("out_proj.bias", 0.0)
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1], ids=["mha", "gqa", "mqa"])
+def test_module_matches_a_hand_written_float64_computation(num_kv_heads):
+    torch.manual_seed(0)
+    mod = ts.nn.MultiheadSparseAttention(32, 4, num_kv_heads, dtype=torch.float64,
+                                         block_mask=lambda lq, lkv: ts.mask.causal(lq, 8, kv_len=lkv),
+                                         score_mod=[ts.score.alibi(ts.score.alibi_slopes(4)), ts.score.softcap(3.0)])
+    x = torch.randn(2, 21, 32, dtype=torch.float64)
+    mem = torch.randn(2, 30, 32, dtype=torch.float64)
+    i, j = pairs(21, 21)
+    assert_f64_close(mod(x).detach(), module_reference(mod, x, x, (j <= i)[None, None]), "self-attention")
+    i, j = pairs(21, 30)
+    assert_f64_close(mod(x, mem).detach(), module_reference(mod, x, mem, (j <= i + 9)[None, None]), "cross")
+    # gradients reach every parameter and the input
+    x.requires_grad_()
+    mod(x).sum().backward()
+    assert x.grad is not None and all(p.grad is not None and torch.isfinite(p.grad).all() for p in mod.parameters())
+    assert mod.k_proj.out_features == num_kv_heads * 8
+    assert "num_kv_heads=%d" % num_kv_heads in repr(mod)
+
+
+def test_module_without_bias_and_with_explicit_scale_and_shared_mask():
+    torch.manual_seed(1)
+    mask = ts.mask.local_window(19, 8, 1)
+    mod = ts.nn.MultiheadSparseAttention(24, 3, bias=False, block_mask=mask, scale=0.2, dtype=torch.float64)
+    assert all(p.dim() == 2 for p in mod.parameters())
+    x = torch.randn(3, 19, 24, dtype=torch.float64)
+    i, j = pairs(19, 19)
+    assert_f64_close(mod(x).detach(), module_reference(mod, x, x, ((i // 8 - j // 8).abs() <= 1)[None, None]), "y")
+
+
+def test_module_under_bfloat16_autocast():
+    torch.manual_seed(2)
+    mod = ts.nn.MultiheadSparseAttention(32, 4, 2, block_mask=lambda lq, lkv: ts.mask.causal(lq, 8, kv_len=lkv),
+                                         score_mod=ts.score.softcap(4.0))
+    x = torch.randn(2, 27, 32)
+    y32 = mod(x).detach()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = mod(x)
+        # the bf16 projections autocast gives the module (the same ops, so the same bits)
+        q = mod.q_proj(x).view(2, 27, 4, 8).transpose(1, 2)
+        k = mod.k_proj(x).view(2, 27, 2, 8).transpose(1, 2)
+        v = mod.v_proj(x).view(2, 27, 2, 8).transpose(1, 2)
+    assert y.dtype == torch.bfloat16 and q.dtype == k.dtype == v.dtype == torch.bfloat16
+    i, j = pairs(27, 27)
+    allowed = (j <= i)[None, None]
+    scale = 1 / math.sqrt(8)
+    Wo = mod.out_proj.weight.detach().bfloat16().double()
+    bo = mod.out_proj.bias.detach().bfloat16().double()
+    o_ref, _ = reference(q.double(), k.double(), v.double(), allowed, scale, None, 4.0)
+    y_ref = o_ref.transpose(1, 2).reshape(2, 27, 32) @ Wo.T + bo
+    # (1) The attention of the bf16 projections is within its bf16 rounding bound
+    # (rounding_bounds, bf16=True); the output projection, on the bf16 o with bf16 weights,
+    # carries that error through |Wo| plus its fp32 accumulation (32 terms) and one final
+    # bf16 rounding of y (u |y|).
+    o_bound = rounding_bounds(q.double(), k.double(), v.double(), torch.zeros_like(q.double()), allowed, scale, None,
+                              4.0, bf16=True)[0]
+    y_bound = (o_bound.transpose(1, 2).reshape(2, 27, 32) @ Wo.abs().T
+               + SAFETY * (UBF16 + 34 * U32) * (o_ref.abs().transpose(1, 2).reshape(2, 27, 32) @ Wo.abs().T
+                                               + bo.abs()))
+    assert_within(y.detach(), y_ref, y_bound, "autocast output vs float64 of its bf16 projections")
+    # (2) Against the fp32 module: (1)'s bound plus the exactly measured float64 effect of
+    # rounding x, the weights and the projections to bf16, plus the fp32 run's own rounding
+    # (1e-5 of its scale, by the float32 bounds above).
+    y64 = module_reference(mod, x, x, allowed)
+    tol = y_bound + (y_ref - y64).abs() + 1e-5 * float(y64.abs().max())
+    assert_within(y.detach(), y32.double(), tol, "autocast output vs float32 module")
+    assert float((y.double() - y32.double()).abs().max()) < 0.1 * float(y32.abs().max())
+    # and it trains: fp32 parameter gradients through the bf16 attention
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = mod(x.requires_grad_()).float().pow(2).mean()
+    loss.backward()
+    assert all(p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all() for p in mod.parameters())
+
+
+def test_module_state_dict_round_trip():
+    torch.manual_seed(3)
+    make = lambda: ts.nn.MultiheadSparseAttention(  # noqa: E731
+        32, 4, 2, block_mask=lambda lq, lkv: ts.mask.causal(lq, 8, kv_len=lkv),
+        score_mod=ts.score.alibi(ts.score.alibi_slopes(4)))
+    a = make()
+    buf = io.BytesIO()
+    torch.save(a.state_dict(), buf)
+    assert set(a.state_dict()) == {f"{p}.{w}" for p in ("q_proj", "k_proj", "v_proj", "out_proj")
+                                   for w in ("weight", "bias")}
+    b = make()
+    x = torch.randn(2, 17, 32)
+    assert not torch.equal(a(x), b(x))
+    buf.seek(0)
+    b.load_state_dict(torch.load(buf))
+    assert torch.equal(a(x), b(x))
+
+
+def test_module_mask_override_and_callable_cache():
+    torch.manual_seed(4)
+    calls = []
+
+    def build(lq, lkv):
+        calls.append((lq, lkv))
+        return ts.mask.causal(lq, 8, kv_len=lkv)
+
+    mod = ts.nn.MultiheadSparseAttention(16, 2, block_mask=build, dtype=torch.float64)
+    x, mem = torch.randn(1, 13, 16, dtype=torch.float64), torch.randn(1, 20, 16, dtype=torch.float64)
+    y1 = mod(x)
+    y2 = mod(x)
+    assert calls == [(13, 13)] and torch.equal(y1, y2)
+    mod(x, mem)
+    mod(x, mem)
+    assert calls == [(13, 13), (13, 20)]
+    # a per-call override, an AttentionMask: used for that call only
+    window = ts.mask.local_window(13, 8, 0)
+    i, j = pairs(13, 13)
+    got = mod(x, block_mask=window)
+    assert_f64_close(got.detach(), module_reference(mod, x, x, (i // 8 == j // 8)[None, None]), "override")
+    assert torch.equal(mod(x), y1) and calls == [(13, 13), (13, 20)]
+    # a per-call callable override is called, not cached
+    seen = []
+    mod(x, block_mask=lambda lq, lkv: seen.append((lq, lkv)) or ts.mask.local_window(lq, 8, 0, kv_len=lkv))
+    mod(x, block_mask=lambda lq, lkv: seen.append((lq, lkv)) or ts.mask.local_window(lq, 8, 0, kv_len=lkv))
+    assert seen == [(13, 13), (13, 13)] and calls == [(13, 13), (13, 20)]
+    # per-head masks through the module
+    heads = ts.mask.stack([ts.mask.causal(13, 8), ts.mask.local_window(13, 8, 0)])
+    allowed = torch.stack([j <= i, i // 8 == j // 8])[None]
+    assert_f64_close(mod(x, block_mask=heads).detach(), module_reference(mod, x, x, allowed), "per-head")
+
+
+def test_module_reassigned_mask_and_deepcopy():
+    import copy
+
+    torch.manual_seed(5)
+    mod = ts.nn.MultiheadSparseAttention(16, 2, block_mask=lambda lq, lkv: ts.mask.causal(lq, 8, kv_len=lkv),
+                                         dtype=torch.float64)
+    x = torch.randn(2, 13, 16, dtype=torch.float64)
+    i, j = pairs(13, 13)
+    mod(x)  # fills the cache for (13, 13)
+    # a reassigned callable is used, not the previous callable's cached mask
+    mod.block_mask = lambda lq, lkv: ts.mask.local_window(lq, 8, 0, kv_len=lkv)
+    assert_f64_close(mod(x).detach(), module_reference(mod, x, x, (i // 8 == j // 8)[None, None]), "reassigned")
+    mod.block_mask = ts.mask.causal(13, 8)
+    assert_f64_close(mod(x).detach(), module_reference(mod, x, x, (j <= i)[None, None]), "reassigned mask")
+    # copy.deepcopy (EMA copies, cloned layers) with a mask held and a filled cache
+    twin = copy.deepcopy(mod)
+    assert torch.equal(twin(x), mod(x))
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(twin.parameters(), mod.parameters()))
+    mod.block_mask = lambda lq, lkv: ts.mask.causal(lq, 8, kv_len=lkv)
+    mod(x)
+    assert torch.equal(copy.deepcopy(mod)(x), mod(x))
+
+
+def test_module_errors():
+    M = ts.nn.MultiheadSparseAttention
+    causal = ts.mask.causal(8, 8)
+    for args, kw in [((0, 2), {}), ((16, 0), {}), ((16, 3), {}), ((16, 4, 3), {}), ((16, 4, 0), {}),
+                     ((True, 1), {}), ((16.0, 2), {}), ((16, 2, 8), {}),
+                     ((16, 2), {"scale": -1.0}), ((16, 2), {"scale": float("nan")})]:
+        with pytest.raises(ValueError):
+            M(*args, **kw)
+    for kw in [{"block_mask": "causal"}, {"block_mask": torch.ones(8, 8)}, {"score_mod": lambda s: s},
+               {"scale": "0.5"}]:
+        with pytest.raises(TypeError):
+            M(16, 2, **kw)
+    with pytest.raises(ValueError, match="score.alibi has 3 slopes"):
+        M(16, 2, score_mod=ts.score.alibi([0.1, 0.2, 0.3]))
+    mod = M(16, 2)
+    x = torch.randn(1, 8, 16)
+    with pytest.raises(ValueError, match="no block_mask"):
+        mod(x)
+    assert mod(x, block_mask=causal).shape == (1, 8, 16)
+    with pytest.raises(ValueError, match="query must be"):
+        mod(torch.randn(1, 8, 15), block_mask=causal)
+    with pytest.raises(ValueError, match="key must be"):
+        mod(x, torch.randn(8, 16), block_mask=causal)
+    with pytest.raises(ts.ShapeError, match="block_mask is 8 x 8"):
+        mod(torch.randn(1, 9, 16), block_mask=causal)
+
+
+# ---- trnsparse 0.6's entry point -----------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=ALL_IDS)
+def test_block_sparse_attention_tiled_equals_sparse_attention_on_2d(dtype):
+    mask = ts.mask.unite(ts.mask.causal(37, 8), ts.mask.global_tokens(37, 8, 0, 1))
+    q, k, v, dO = (t[0, 0].to(dtype) for t in random_case(1, 1, 1, 37, 37, 12, seed=21))
+    for scale in (None, 0.3):
+        a = [t.clone().requires_grad_() for t in (q, k, v)]
+        b = [t.clone().requires_grad_() for t in (q, k, v)]
+        Oa = ts.block_sparse_attention_tiled(*a, mask, scale=scale)
+        Ob = ts.sparse_attention(*b, mask, scale=scale)
+        assert Oa.shape == (37, 12) and Oa.dtype == dtype
+        assert torch.equal(Oa, Ob)
+        Oa.backward(dO)
+        Ob.backward(dO)
+        for x, y in zip(a, b):
+            assert torch.equal(x.grad, y.grad)
+    with pytest.raises(ts.ShapeError, match="single-slice"):
+        ts.block_sparse_attention_tiled(q, k, v, ts.mask.stack([mask, mask]))
