@@ -502,10 +502,12 @@ void bind_attention(py::module_& m) {
             const auto over = [&](std::span<const index_t> a) {
               return array_over<index_t>(a.data(), {static_cast<py::ssize_t>(a.size())}, self);
             };
-            return py::make_tuple(over(s.block_row_ptr()), over(s.block_col_indices()), over(mk.partial_index()));
+            const auto masks = mk.partial_masks();
+            return py::make_tuple(over(s.block_row_ptr()), over(s.block_col_indices()), over(mk.partial_index()),
+                                  array_over<std::uint8_t>(masks.data(), {static_cast<py::ssize_t>(masks.size())}, self));
           },
-          "(block_row_ptr, block_col_indices, partial_index) of the stacked structure, as arrays over this "
-          "handle's memory")
+          "(block_row_ptr, block_col_indices, partial_index, partial_masks) of the stacked structure, as arrays "
+          "over this handle's memory")
       .def(
           "allowed",
           [](const AttentionMask& mk) {

@@ -43,8 +43,7 @@ class AttentionMask:
         self._core = handle
 
     def __deepcopy__(self, memo) -> "AttentionMask":
-        # Immutable, so a copy may share it; the core handle cannot be pickled, and without
-        # this copy.deepcopy of a module holding a mask (MultiheadSparseAttention) failed.
+        # Immutable, so a copy (of a module holding a mask, e.g. an EMA copy) may share it.
         return self
 
     @classmethod
@@ -126,6 +125,18 @@ class AttentionMask:
         (batch, heads, queries, keys). O(queries · keys) per slice, for inspection."""
         allowed = from_array(self._core.allowed()).bool()
         return allowed[0, 0] if self.batch == self.heads == 1 else allowed
+
+    def __reduce__(self):
+        """Pickles as its classified blocks (block columns within their slice), so a module
+        holding a mask can be saved whole with torch.save."""
+        ptr, cols, partial, masks = (from_array(a) for a in self._core.block_arrays())
+        block_cols = -(-self.shape[1] // self.block_size)
+        rows_per_slice = -(-self.shape[0] // self.block_size)
+        slice_of_block = torch.repeat_interleave(torch.arange(ptr.numel() - 1) // max(rows_per_slice, 1),
+                                                 ptr.diff())
+        local = cols - slice_of_block * block_cols
+        return (AttentionMask._from_blocks, (self.batch, self.heads, self.shape[0], self.shape[1], self.block_size,
+                                             ptr.clone(), local, partial.clone(), masks.clone()))
 
     def __repr__(self) -> str:
         slices = "" if self.batch == self.heads == 1 else f", batch={self.batch}, heads={self.heads}"

@@ -938,3 +938,23 @@ def test_block_sparse_attention_tiled_equals_sparse_attention_on_2d(dtype):
             assert torch.equal(x.grad, y.grad)
     with pytest.raises(ts.ShapeError, match="single-slice"):
         ts.block_sparse_attention_tiled(q, k, v, ts.mask.stack([mask, mask]))
+
+
+def test_masks_and_modules_holding_them_pickle():
+    """A mask pickles as its classified blocks (per-slice, partial element masks kept), so
+    torch.save of a whole module that holds one round-trips."""
+    import io
+    import pickle
+
+    m = ts.mask.stack([[ts.mask.causal(50, 16), ts.mask.local_window(50, 16, 1, kv_len=50)],
+                       [ts.mask.document([20, 30], 16, causal=True), ts.mask.global_tokens(50, 16, 0, 1)]])
+    again = pickle.loads(pickle.dumps(m))
+    assert (again.batch, again.heads, again.shape, again.n_blocks, again.n_partial) == \
+        (m.batch, m.heads, m.shape, m.n_blocks, m.n_partial)
+    assert torch.equal(again.to_dense(), m.to_dense())
+    mod = ts.nn.MultiheadSparseAttention(32, 2, block_mask=ts.mask.causal(50, 16))
+    buf = io.BytesIO()
+    torch.save(mod, buf)
+    buf.seek(0)
+    x = torch.randn(2, 50, 32)
+    assert torch.equal(torch.load(buf)(x), mod(x))
