@@ -7,6 +7,10 @@ and a fixed reduction order. The core's CG takes only a diagonal preconditioner,
 power iteration only its own fixed start; so CG with another callable or a dense M, and
 power iteration from a given v0, iterate here in Python over the core's SpMV with the same
 stopping rules.
+
+`cg_bsr` and `solve` differentiate through the solve in b and A.blocks (A symmetric
+positive-definite): the backward is one more CG solve for the adjoint λ = A⁻¹ ∂L/∂x, and
+A's gradient −λ xᵀ is the core's sampled product on A's stored blocks.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import math
 from typing import Callable
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from . import _core
 from ._formats import BSRMatrix
@@ -77,10 +82,32 @@ def cg_bsr(A, b, x0=None, tol: float = 1e-6, max_iter: int = 1000,
     (n, k), iterations as an int64 tensor (k,), relative residuals as a float64 tensor
     (k,)); column j is what cg_bsr gives for b[:, j] (its own α, β and convergence). With
     M None or a Jacobi preconditioner the core solves all columns at once (one n x k
-    product per iteration); with another M, column by column."""
+    product per iteration); with another M, column by column.
+
+    Autograd: when grad mode is on and b or A.blocks requires grad, x is differentiable
+    in both (x itself is the same as without autograd). The backward solves A λ = ∂L/∂x
+    by CG with the same tol, max_iter and M (A symmetric, so Aᵀ = A) and returns ∂L/∂b = λ
+    and ∂L/∂A.blocks = −λ xᵀ (−Λ Xᵀ for several right-hand sides) on A's stored blocks
+    only, A.blocks' shape, never a dense n x n matrix. x0 gets no gradient, nor do the
+    iterations and residuals. The formula is the gradient of A⁻¹ b; when the forward
+    stopped above tol (max_iter or a breakdown) it is evaluated at the x returned and is
+    then approximate."""
     who = "cg_bsr"
-    A = _operator(A, who)
-    if as_tensor(b, who, "b").dim() == 2:
+    return _cg(_operator(A, who), b, x0, tol, max_iter, M, who, strict=False)
+
+
+def _cg(A: BSRMatrix, b, x0, tol, max_iter, M, who: str, strict: bool):
+    """cg_bsr on a checked A, through `_CGSolve` when b or A.blocks needs a gradient;
+    `strict` makes that backward raise when its adjoint solve stops above tol."""
+    b = as_tensor(b, who, "b")
+    if torch.is_grad_enabled() and (b.requires_grad or A.blocks.requires_grad):
+        return _CGSolve.apply(b, A.blocks, A, x0, tol, max_iter, M, who, strict)
+    return _cg_solve(A, b, x0, tol, max_iter, M, who)
+
+
+def _cg_solve(A: BSRMatrix, b: torch.Tensor, x0, tol, max_iter, M, who: str):
+    """cg_bsr without autograd."""
+    if b.dim() == 2:
         return _cg_block(A, b, x0, tol, max_iter, M, who)
     b = _vector(b, A, who, "b")
     x0 = None if x0 is None else _vector(x0, A, who, "x0")
@@ -96,6 +123,72 @@ def cg_bsr(A, b, x0=None, tol: float = 1e-6, max_iter: int = 1000,
         check(tuple(Mt.shape) == tuple(A.shape), f"{who}: M has shape {tuple(Mt.shape)}, expected {tuple(A.shape)}")
         M = Mt.__matmul__
     return _preconditioned_cg(A, b, x0, tol, max_iter, M, who)
+
+
+def _require_converged(who: str, tol: float, iterations, residuals, what: str) -> None:
+    """RuntimeError naming the iterations and the relative residual of the first column
+    (of one or several right-hand sides) that stopped above tol."""
+    residuals = torch.as_tensor(residuals, dtype=torch.float64).reshape(-1)
+    iterations = torch.as_tensor(iterations).reshape(-1)
+    failed = (~(residuals <= tol)).nonzero()
+    if failed.numel():
+        j = int(failed[0])
+        column = f" (right-hand side {j})" if residuals.numel() > 1 else ""
+        raise RuntimeError(f"{who}: CG for {what}{column} did not converge: relative residual "
+                           f"{float(residuals[j]):.3e} > tol = {tol:g} after {int(iterations[j])} iterations")
+
+
+class _CGSolve(torch.autograd.Function):
+    """(x, iterations, residuals) of `_cg_solve`, x differentiable in b and A's stored
+    blocks for SPD A: λ = A⁻¹ ∂L/∂x by CG with the forward's tol, max_iter and M, then
+    ∂L/∂b = λ and ∂L/∂A.blocks = −λ xᵀ sampled on A's blocks by the core's spmm_backward
+    (the SDDMM half of C = αAB's gradient; its dense half is discarded)."""
+
+    @staticmethod
+    def forward(ctx, b, blocks, A: BSRMatrix, x0, tol, max_iter, M, who: str, strict: bool):
+        x, iterations, residuals = _cg_solve(A, b, x0, tol, max_iter, M, who)
+        ctx.handle = A._handle()  # the core matrix this solve used (cached), for backward
+        ctx.structure = (A.block_col_indices, A.block_row_ptrs, A.shape, A.block_size)
+        ctx.solve = (tol, max_iter, M, who, strict)
+        ctx.save_for_backward(blocks, x)
+        if isinstance(iterations, torch.Tensor):
+            ctx.mark_non_differentiable(iterations, residuals)
+        return x, iterations, residuals
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dx, _diterations, _dresiduals):
+        blocks, x = ctx.saved_tensors
+        tol, max_iter, M, who, strict = ctx.solve
+        A = BSRMatrix(blocks.detach(), *ctx.structure)
+        A._core_cache = ctx.handle
+        lam, iterations, residuals = _cg_solve(A, dx, None, tol, max_iter, M, who)
+        if strict:
+            _require_converged(who, float(tol), iterations, residuals, "the gradient (A λ = ∂L/∂x)")
+        dblocks = None
+        if ctx.needs_input_grad[1]:
+            X, L = (x, lam) if x.dim() == 2 else (x.unsqueeze(1), lam.unsqueeze(1))
+            dA, _ = _core.spmm_backward(-1.0, ctx.handle, dense_arg(X.contiguous()), dense_arg(L.contiguous()))
+            dblocks = from_array(dA.arrays()[2], x.dtype).view(blocks.shape)
+        return lam if ctx.needs_input_grad[0] else None, dblocks, None, None, None, None, None, None, None
+
+
+def solve(A, b, *, tol: float = 1e-10, max_iter: int | None = None,
+          M: Callable[[torch.Tensor], torch.Tensor] | torch.Tensor | None = None) -> torch.Tensor:
+    """x = A⁻¹ b for a symmetric positive-definite BSRMatrix A, b of shape (n,) or (n, k):
+    `cg_bsr` preconditioned with `jacobi_preconditioner_bsr(A)` unless M is given, and
+    max_iter None allowing 10 n iterations. Differentiable in b and A.blocks as cg_bsr is.
+    RuntimeError, naming the iterations and the relative residual, when the solve (or,
+    in backward, the adjoint solve) stops above tol."""
+    who = "solve"
+    A = _operator(A, who)
+    tol = float(tol)
+    max_iter = 10 * A.shape[0] if max_iter is None else int(max_iter)
+    if M is None:
+        M = jacobi_preconditioner_bsr(A)
+    x, iterations, residuals = _cg(A, b, None, tol, max_iter, M, who, strict=True)
+    _require_converged(who, tol, iterations, residuals, "A x = b")
+    return x
 
 
 def _cg_block(A: BSRMatrix, B, X0, tol: float, max_iter: int, M, who: str):
@@ -115,8 +208,8 @@ def _cg_block(A: BSRMatrix, B, X0, tol: float, max_iter: int, M, who: str):
         if X0 is not None and bool(zero.any()):
             X[:, zero] = X0[:, zero]
         return X, its, rels
-    columns = [cg_bsr(A, B[:, j].contiguous(), None if X0 is None else X0[:, j].contiguous(), tol, max_iter, M)
-               for j in range(k)]
+    columns = [_cg_solve(A, B[:, j].contiguous(), None if X0 is None else X0[:, j].contiguous(), tol, max_iter, M,
+                         who) for j in range(k)]
     X = torch.stack([c[0] for c in columns], dim=1) if k else torch.zeros(n, 0, dtype=A.dtype)
     return (X, torch.tensor([c[1] for c in columns], dtype=torch.int64),
             torch.tensor([c[2] for c in columns], dtype=torch.float64))
@@ -249,5 +342,5 @@ def power_iteration_bsr(A, v0=None, max_iter: int = 100, tol: float = 1e-9):
     return lam, v, iterations
 
 
-__all__ = ["JacobiPreconditioner", "cg_bsr", "jacobi_preconditioner_bsr", "chebyshev_coeffs", "chebyshev_bsr",
-           "richardson_bsr", "power_iteration_bsr"]
+__all__ = ["JacobiPreconditioner", "cg_bsr", "solve", "jacobi_preconditioner_bsr", "chebyshev_coeffs",
+           "chebyshev_bsr", "richardson_bsr", "power_iteration_bsr"]
