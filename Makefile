@@ -22,10 +22,11 @@ FUZZ_SECONDS ?= 30
 # Every Debian package the build and the tests need, in one list (libomp-dev: OpenMP for
 # the clang fuzz build; python3: the interpreter of the cli tests; pybind11-dev to
 # python3-pytest: the Python package and its tests; libint2-dev, psi4-data, liblapack-dev:
-# the Hartree-Fock example and `trnsparse hf`; libopenmpi-dev, openmpi-bin: the MPI layer).
+# the Hartree-Fock example and `trnsparse hf`; libopenmpi-dev, openmpi-bin: the MPI layer;
+# python3-matplotlib: bench/plot.py and its test).
 DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev libomp-dev \
                 libgtest-dev libgmock-dev libcli11-dev libopenblas-dev libeigen3-dev pkg-config python3 \
-                pybind11-dev python3-dev python3-numpy python3-scipy python3-torch python3-pytest \
+                pybind11-dev python3-dev python3-numpy python3-scipy python3-torch python3-pytest python3-matplotlib \
                 libint2-dev psi4-data liblapack-dev libopenmpi-dev openmpi-bin
 # What only the benchmarks need (PETSc, the baseline of trnsparse-mpi-bench): large, and
 # not needed by the tests, so not in `make deps`.
