@@ -4,7 +4,9 @@ Every function keeps A's dtype (float32, float64, bfloat16), checks shapes first
 (ShapeError, an AssertionError) and runs the C++ kernel without the GIL. COO operands
 are converted to CSR (duplicates summed). Products differentiate through
 `torch.autograd.Function`s whose backward is the core's `spmm_backward`: the gradient
-of a sparse operand lives on its stored values only (same structure).
+of a sparse operand lives on its stored values only (same structure). Under
+`set_backend("pytorch")` the products (spmm, spmv, bsr_spmm) run as torch operations
+(`_torch_backend`, torch's autograd) after the same checks.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Callable
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import _core
+from . import _backend, _core, _torch_backend
 from ._formats import BSRMatrix, COOMatrix, CSRMatrix
 from ._interop import ShapeError, as_tensor, check, dense_arg, dense_operand, from_array
 
@@ -39,6 +41,17 @@ def _from_handle(A: Sparse, h) -> Sparse:
 
 def _shape_str(A) -> str:
     return f"{A.shape[0]} x {A.shape[1]}"
+
+
+def _on_torch(A) -> bool:
+    """Whether the pytorch backend computes this call. A sparse A is then validated by
+    the core (`_handle()`, cached) as the C++ path does, so a malformed matrix raises the
+    same error on every backend."""
+    if _backend.get_backend() != "pytorch":
+        return False
+    if isinstance(A, (CSRMatrix, BSRMatrix)):
+        A._handle()
+    return True
 
 
 def _needs_grad(*tensors: torch.Tensor) -> bool:
@@ -122,6 +135,8 @@ def spmm(A, B, alpha: float = 1.0, C=None, beta: float = 0.0) -> torch.Tensor:
     _check_rhs(who, A, B.shape[0], "B")
     alpha, beta = float(alpha), float(beta)
     C = _accumulate(who, A, (A.shape[0], B.shape[1]), C, beta, "C")
+    if _on_torch(A):
+        return _torch_backend.spmm(A, B, alpha, C, beta)
     stored = _stored(A)
     if _needs_grad(stored, B) or (C is not None and _needs_grad(C)):
         out = _SparseDenseProduct.apply(stored, B, A, _spmm_product(A, alpha), _spmm_gradient(alpha))
@@ -142,6 +157,8 @@ def spmv(A, x, alpha: float = 1.0, y=None, beta: float = 0.0) -> torch.Tensor:
         raise ShapeError(f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
     alpha, beta = float(alpha), float(beta)
     y = _accumulate(who, A, (A.shape[0],), y, beta, "y")
+    if _on_torch(A):
+        return _torch_backend.spmv(A, x, alpha, y, beta)
     stored = _stored(A)
     if _needs_grad(stored, x) or (y is not None and _needs_grad(y)):
         out = _SparseDenseProduct.apply(stored, x.unsqueeze(1), A, _spmm_product(A, alpha), _spmm_gradient(alpha))[:, 0]
@@ -161,6 +178,8 @@ def bsr_spmm(A: BSRMatrix, B) -> torch.Tensor:
     B = as_tensor(B, who, "B")
     B = dense_operand(B if B.dtype == dtype else B.to(dtype), dtype, 2, who, "B")
     _check_rhs(who, A, B.shape[0], "B")
+    if _on_torch(A):
+        return _torch_backend.bsr_spmm(A, B)
     if _needs_grad(A.blocks, B):
         return _SparseDenseProduct.apply(A.blocks, B, A, _bsr_spmm_product(A), _spmm_gradient(1.0))
     return from_array(_core.bsr_spmm(A._handle(), dense_arg(B)), dtype)

@@ -5,7 +5,8 @@
 shape and dtype, differentiable where torch is), because the core's functions of the
 same names take a vector of per-index bounds and return CSR matrices, a different
 contract. `screened_spmm` runs the core's fused kernel: the mask is applied inside it and
-never materialised, with gradients from the core's backward.
+never materialised, with gradients from the core's backward; under
+`set_backend("pytorch")`, torch operations on the stored blocks (`_torch_backend`).
 """
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import math
 
 import torch
 
-from . import _core
+from . import _core, _torch_backend
 from ._formats import DEFAULT_BLOCK_SIZE, BSRMatrix
 from ._interop import ShapeError, as_tensor, check, dense_arg, dense_operand, from_array
-from ._ops import _needs_grad, _SparseDenseProduct
+from ._ops import _needs_grad, _on_torch, _SparseDenseProduct
 
 _REAL = (torch.float32, torch.float64)
 
@@ -90,7 +91,8 @@ def screened_spmm(A, diag_integrals, B, threshold: float) -> torch.Tensor:
     the bound are skipped, only partial tiles masked. A: a square BSRMatrix, or a dense
     (n, n) tensor (trnsparse 0.6 code; run as a BSR matrix storing every block); B: (n, k)
     of A's dtype; float32 or float64. Differentiable in A (its blocks, or the dense A)
-    and B; nothing flows to diag_integrals."""
+    and B; nothing flows to diag_integrals. ValueError for a threshold below 0 (or NaN)
+    and for a non-finite entry of diag_integrals (after the cast)."""
     who = "screened_spmm"
     if isinstance(A, BSRMatrix):
         blocks, dtype = A.blocks, A.dtype
@@ -102,17 +104,21 @@ def screened_spmm(A, diag_integrals, B, threshold: float) -> torch.Tensor:
     if dtype not in _REAL:
         raise TypeError(f"{who}: dtype {dtype} is not supported (float32 or float64)")
     check(A.shape[0] == A.shape[1], f"{who}: A is {A.shape[0]} x {A.shape[1]}, not square")
-    if not isinstance(A, BSRMatrix):
-        A = _full_bsr(A)
-        blocks = A.blocks
     n = A.shape[0]
     d = as_tensor(diag_integrals, who, "diag_integrals").detach()
     check(d.dim() == 1 and d.shape[0] == n,
           f"{who}: A is {n} x {n} but diag_integrals has shape {tuple(d.shape)}, expected ({n},)")
     d = d.to(dtype).contiguous()
+    if not bool(torch.isfinite(d).all()):
+        raise ValueError(f"{who}: diag_integrals has a non-finite entry")
     B = dense_operand(B, dtype, 2, who, "B")
     check(B.shape[0] == n, f"{who}: A is {n} x {n} but B has {B.shape[0]} rows")
-    threshold = float(threshold)
+    threshold = _threshold(threshold, who)
+    if _on_torch(A):
+        return _torch_backend.screened_spmm(A, d, B, threshold)
+    if not isinstance(A, BSRMatrix):
+        A = _full_bsr(A)
+        blocks = A.blocks
 
     def product(h, B: torch.Tensor) -> torch.Tensor:
         return from_array(_core.screened_spmm(h, dense_arg(d), dense_arg(B), threshold), dtype)
