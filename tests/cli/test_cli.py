@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import pty
+import resource
 import select
 import subprocess
 import sys
@@ -287,6 +288,21 @@ class Solve(CliTestCase):
             self.assertStatus(result, 1)
             self.assertIn("'\\x9f\\xff\\x1b[2J'", result.stderr)
             self.assertTrue(all(c == "\n" or " " <= c <= "~" for c in result.stderr), result.stderr)
+
+    def test_out_of_memory_is_exit_1(self):
+        """A problem larger than the memory the process may have (RLIMIT_AS lowered to
+        1.5 GiB; poisson3d(256) needs about 2 GiB for its CSR arrays) fails with exit 1 and
+        one line naming the cause, not a crash."""
+        limit = 3 << 29
+
+        def lower_limit():
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        result = subprocess.run([TRNSPARSE, "solve", "--poisson", "256"], capture_output=True, text=True,
+                                timeout=120, preexec_fn=lower_limit)
+        self.assertStatus(result, 1)
+        self.assertRegex(result.stderr, r"^trnsparse: .*(out of memory|do not fit in memory)")
+        self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
 
     def test_progress_on_a_terminal_only(self):
         """With stderr on a pseudo-terminal, a progress line (iteration, residual, elapsed

@@ -35,7 +35,9 @@ enum ExitStatus : int { exit_ok = 0, exit_bad_input = 1, exit_internal_error = 2
 /// How a tool reports an exception that reached its main: the exit status, and the
 /// message's prefix and text. Bad input (exit 1) is what the user can fix: unreadable or
 /// malformed files, unsupported content, argument values or shapes the library refuses,
-/// sizes beyond its limits. Anything else is an internal error (exit 2).
+/// sizes beyond its limits, and problems larger than the memory the process may have
+/// (an allocation that fails: "out of memory", exit 1, a smaller problem or more memory
+/// fixes it). Anything else is an internal error (exit 2).
 struct Failure {
   ExitStatus status;
   const char* kind;  ///< "" for bad input, "internal error: " otherwise
@@ -58,7 +60,7 @@ inline Failure failure_of(const std::exception_ptr& error) {
   } catch (const OverflowError& e) {
     return bad_input(e);
   } catch (const std::bad_alloc&) {
-    return {exit_internal_error, "internal error: ", "out of memory"};
+    return {exit_bad_input, "", "out of memory"};
   } catch (const std::exception& e) {
     return {exit_internal_error, "internal error: ", e.what()};
   } catch (...) {

@@ -1,0 +1,27 @@
+"""An allocation that fails inside the C++ core reaches Python as MemoryError (not a crash
+or a silent wrong result), and the process stays usable afterwards. Run in a child with
+its address space limited (RLIMIT_AS), so the test never touches the machine's memory."""
+import subprocess
+import sys
+import textwrap
+
+CHILD = textwrap.dedent("""
+    import resource, sys
+    import trnsparse as ts
+    limit = 3 << 30
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        # 3 blocks per block row of 2^26 rows: about 200M stored blocks, some 3 GB of
+        # indices, more than the 3 GiB address space left after the libraries.
+        ts.mask.local_window(1 << 26, 1, 1)
+    except MemoryError:
+        print("MemoryError")
+    # Still usable: a small mask builds and reports its blocks.
+    print(ts.mask.local_window(1000, 100, 1).n_blocks)
+""")
+
+
+def test_failed_allocation_is_memory_error():
+    result = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["MemoryError", "28"], result.stdout + result.stderr
