@@ -8,9 +8,11 @@
 #   make check     the whole test suite of build/
 #   make asan      Debug build with ASan + UBSan into build-asan/, its "unit" and "cli" tests
 #   make fuzz      clang build into build-fuzz/, each fuzzer for FUZZ_SECONDS on its seed corpus
+#   make tsan      clang ThreadSanitizer build into build-tsan/, the unit tests of threaded code
+#                  (not part of `make test`: run it before each release; see docs/architecture.md)
 #   make test      check, asan and fuzz in turn, then one summary line
 #   make install   build, then install into PREFIX
-#   make clean     remove the three build trees
+#   make clean     remove the build trees
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
@@ -33,7 +35,7 @@ DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev l
 BENCH_PACKAGES := libpetsc-real-dev
 APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: deps bench-deps build demo check asan fuzz test install clean
+.PHONY: deps bench-deps build demo check asan fuzz tsan test install clean
 
 # A package counts as present only when installed (not merely known with its config files).
 deps:
@@ -74,6 +76,18 @@ fuzz: deps
 	cmake --build --preset fuzz -j $(JOBS)
 	ctest --preset fuzz -j $(JOBS)
 
+# The tests of code that runs on several threads: the plan cache, UnitRanges and the
+# thread helpers, the solver passes, the symmetric product, attention and every
+# bitwise-determinism test. LLVM's OpenMP loads its Archer tool (OMP_TOOL_LIBRARIES), which
+# tells TSan about OpenMP's barriers and task synchronisation; without it every parallel
+# region reports races that are not there.
+TSAN_FILTER := *Plan*:*Cache*:*UnitRanges*:*Parallel*:*Thread*:*Determinism*:*Solver*:*Symmetric*:*ttention*:*Screen*
+ARCHER := $(firstword $(wildcard /usr/lib/llvm-14/lib/libarcher.so))
+tsan: deps
+	cmake --preset tsan
+	cmake --build --preset tsan -j $(JOBS) --target trnsparse_tests
+	OMP_TOOL_LIBRARIES=$(ARCHER) TRNSPARSE_NUM_THREADS=3 build-tsan/bin/trnsparse_tests --gtest_filter='$(TSAN_FILTER)'
+
 # Runs every phase even after a failure, so one run reports them all.
 test: deps
 	@failed=(); summary=""; \
@@ -90,4 +104,4 @@ install: build
 	cmake --install build --prefix "$(PREFIX)"
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-tsan
