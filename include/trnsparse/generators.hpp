@@ -19,6 +19,20 @@ template <Value T> CsrMatrix<T> poisson3d(index_t n);
 /// @throw InvalidArgument for n < 0 or unless 0 <= first <= last <= n^3.
 template <Value T> CsrMatrix<T> poisson3d_rows(index_t n, index_t first, index_t last);
 
+/// Linear elasticity on a structured mesh of n x n x n cubic trilinear (Q1) hexahedra of
+/// side 1/n (Young's modulus 1, Poisson's ratio 0.3, 2 x 2 x 2 Gauss points), clamped on
+/// the face x = 0: 3 unknowns (ux, uy, uz) per free node, nodes in x-fastest order, so a
+/// node's unknowns form a natural 3 x 3 block and each block row couples to the 27 nodes
+/// around it. Symmetric positive definite; 3 n (n + 1)^2 rows.
+/// @throw InvalidArgument for n < 1.
+template <Value T> CsrMatrix<T> elasticity3d(index_t n);
+/// A CFD-like block stencil: `fields` unknowns per node of an n x n x n grid (x-fastest,
+/// fields node-major), a 7-point coupling between nodes whose blocks are dense
+/// fields x fields matrices: an upwinded convection-diffusion operator in each field plus
+/// a fixed coupling between fields. Nonsymmetric, diagonally dominant by rows;
+/// fields n^3 rows. @throw InvalidArgument for n < 0 or fields < 1.
+template <Value T> CsrMatrix<T> block_stencil3d(index_t n, index_t fields = 5);
+
 /// A rows x cols matrix whose entries are present independently with probability
 /// `density`, values uniform in [-1, 1), from a fixed 64-bit generator seeded by
 /// `seed` (the same on every platform). O(rows * cols) draws.

@@ -670,6 +670,16 @@ PYBIND11_MODULE(_core, m) {
   m.def("eye_csr", [](const std::string& dtype, index_t n) {
     return with_dtype(dtype, [&]<class T>() { return Csr{eye_csr<T>(n)}; });
   });
+  // The generators of generators.hpp by name: "poisson3d", "elasticity3d", "block_stencil3d".
+  m.def("generate", [](const std::string& name, index_t n, index_t fields, const std::string& dtype) {
+    return with_dtype(dtype, [&]<class T>() {
+      py::gil_scoped_release nogil;
+      if (name == "poisson3d") return Csr{poisson3d<T>(n)};
+      if (name == "elasticity3d") return Csr{elasticity3d<T>(n)};
+      if (name == "block_stencil3d") return Csr{block_stencil3d<T>(n, fields)};
+      throw InvalidArgument("generate: unknown problem " + name);
+    });
+  });
 
   // ---- operations ----
   bind_ops<Csr, CsrMatrix>(m);

@@ -21,7 +21,8 @@ from . import _core
 from . import mask, nn, score
 from ._attention import AttentionMask, block_sparse_attention_tiled, sparse_attention
 from ._backend import HAS_NKI, get_backend, set_backend
-from ._formats import BSRMatrix, COOMatrix, CSRMatrix, eye_sparse, from_dense, from_scipy
+from ._formats import (BSRMatrix, COOMatrix, CSRMatrix, block_stencil3d, elasticity3d, eye_sparse, from_dense,
+                       from_scipy, poisson3d)
 from ._ops import (
     ShapeError,
     bsr_diagonal,
@@ -62,6 +63,8 @@ __all__ = [
     "BSRMatrix", "COOMatrix", "CSRMatrix", "HAS_NKI", "ShapeError", "__version__", "bsr_diagonal", "bsr_spmm",
     "eye_sparse", "from_dense", "from_scipy", "get_backend", "get_num_threads", "nnz_per_row", "set_backend",
     "set_num_threads", "sparse_add", "sparse_scale", "sparse_transpose", "spmm", "spmv", "spmv_symmetric",
+    # generated problems
+    "block_stencil3d", "elasticity3d", "poisson3d",
     # screening and solvers
     "density_screen", "schwarz_bounds", "screen_quartets", "screened_spmm", "sparsity_stats", "JacobiPreconditioner",
     "cg_bsr", "chebyshev_bsr", "chebyshev_coeffs", "jacobi_preconditioner_bsr", "power_iteration_bsr",

@@ -373,3 +373,22 @@ def from_scipy(m) -> CSRMatrix:
 def eye_sparse(n: int, dtype: torch.dtype = torch.float32) -> CSRMatrix:
     """The n x n identity as CSR."""
     return CSRMatrix._from_handle(_core.eye_csr(dtype_name(dtype, "eye_sparse"), int(n)))
+
+
+def poisson3d(n: int, dtype: torch.dtype = torch.float64) -> CSRMatrix:
+    """The 7-point Laplacian on an n x n x n grid (Dirichlet), n^3 rows, SPD."""
+    return CSRMatrix._from_handle(_core.generate("poisson3d", int(n), 1, dtype_name(dtype, "poisson3d")))
+
+
+def elasticity3d(n: int, dtype: torch.dtype = torch.float64) -> CSRMatrix:
+    """Linear elasticity on n^3 trilinear hexahedra clamped at x = 0: 3 unknowns per free
+    node, natural 3 x 3 blocks (BSRMatrix.from_csr(A, 3) stores them exactly), 27 nodes
+    coupled per block row; SPD, 3 n (n + 1)^2 rows."""
+    return CSRMatrix._from_handle(_core.generate("elasticity3d", int(n), 3, dtype_name(dtype, "elasticity3d")))
+
+
+def block_stencil3d(n: int, fields: int = 5, dtype: torch.dtype = torch.float64) -> CSRMatrix:
+    """A CFD-like 7-point stencil on an n x n x n grid with `fields` unknowns per node,
+    coupled by dense fields x fields blocks; nonsymmetric, fields n^3 rows."""
+    return CSRMatrix._from_handle(_core.generate("block_stencil3d", int(n), int(fields),
+                                                 dtype_name(dtype, "block_stencil3d")))

@@ -1,5 +1,8 @@
 #include "trnsparse/generators.hpp"
 
+#include <cmath>
+#include <vector>
+
 #include "runtime/checks.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/value.hpp"
@@ -65,6 +68,162 @@ CsrMatrix<T> random_csr(index_t rows, index_t cols, double density, std::uint64_
   return CsrMatrix<T>(rows, cols, std::move(ptr), std::move(idx), std::move(vals));
 }
 
+namespace {
+
+/// The 24 x 24 stiffness of a cube of side h (trilinear, isotropic: Young's modulus E,
+/// Poisson's ratio nu), 2 x 2 x 2 Gauss points; local node a at corner (a & 1, a >> 1 & 1,
+/// a >> 2 & 1), unknowns 3 a + component.
+std::vector<double> hex_stiffness(double h, double E, double nu) {
+  const double lambda = E * nu / ((1 + nu) * (1 - 2 * nu)), mu = E / (2 * (1 + nu));
+  std::vector<double> K(24 * 24, 0.0);
+  const double g = 1 / std::sqrt(3.0);
+  for (int q = 0; q < 8; ++q) {
+    const double xi[3] = {(q & 1) ? g : -g, (q & 2) ? g : -g, (q & 4) ? g : -g};
+    double dN[8][3];  // dN_a / dx, with dxi / dx = 2 / h
+    for (int a = 0; a < 8; ++a) {
+      const double s[3] = {(a & 1) ? 1.0 : -1.0, (a & 2) ? 1.0 : -1.0, (a & 4) ? 1.0 : -1.0};
+      for (int d = 0; d < 3; ++d) {
+        double v = s[d] / 8;
+        for (int e = 0; e < 3; ++e)
+          if (e != d) v *= 1 + s[e] * xi[e];
+        dN[a][d] = v * 2 / h;
+      }
+    }
+    const double w = h * h * h / 8;  // det J = (h / 2)^3, unit Gauss weights
+    // K_ab,ij = lambda dN_a,i dN_b,j + mu (dN_a,j dN_b,i + delta_ij dN_a . dN_b)
+    for (int a = 0; a < 8; ++a)
+      for (int b = 0; b < 8; ++b) {
+        const double dot = dN[a][0] * dN[b][0] + dN[a][1] * dN[b][1] + dN[a][2] * dN[b][2];
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 3; ++j)
+            K[(3 * a + i) * 24 + 3 * b + j] +=
+                w * (lambda * dN[a][i] * dN[b][j] + mu * (dN[a][j] * dN[b][i] + (i == j ? dot : 0.0)));
+      }
+  }
+  return K;
+}
+
+/// Assembles a node-block CSR matrix over grid nodes (x-fastest, `m` per side) whose
+/// node blocks are b x b: `coupled(p, q)` lists the neighbour offsets, `block(node, nbr,
+/// out)` adds node `nbr`'s b x b block into `out` (row-major). Node `keep` filters rows and
+/// columns (renumbered in order).
+template <Value T, class Neighbours, class Block, class Keep>
+CsrMatrix<T> assemble_blocks(index_t m, index_t b, Neighbours neighbours, Block block, Keep keep) {
+  const index_t nodes = m * m * m;
+  std::vector<index_t> number(static_cast<std::size_t>(nodes), -1);
+  index_t kept = 0;
+  for (index_t v = 0; v < nodes; ++v)
+    if (keep(v)) number[static_cast<std::size_t>(v)] = kept++;
+  const index_t rows = detail::checked_mul(kept, b, "generator: rows");
+  std::vector<index_t> ptr(static_cast<std::size_t>(rows) + 1, 0), idx;
+  std::vector<T> vals;
+  std::vector<index_t> nbrs;
+  std::vector<double> blk(static_cast<std::size_t>(b * b));
+  std::vector<std::vector<double>> row_blocks;
+  for (index_t v = 0; v < nodes; ++v) {
+    if (number[static_cast<std::size_t>(v)] < 0) continue;
+    nbrs.clear();
+    neighbours(v, nbrs);  // ascending node numbers
+    row_blocks.assign(nbrs.size(), std::vector<double>(static_cast<std::size_t>(b * b), 0.0));
+    for (std::size_t k = 0; k < nbrs.size(); ++k) block(v, nbrs[k], row_blocks[k].data());
+    const index_t r0 = number[static_cast<std::size_t>(v)] * b;
+    for (index_t i = 0; i < b; ++i) {
+      for (std::size_t k = 0; k < nbrs.size(); ++k) {
+        const index_t c = number[static_cast<std::size_t>(nbrs[k])];
+        if (c < 0) continue;
+        for (index_t j = 0; j < b; ++j) {
+          idx.push_back(c * b + j);
+          vals.push_back(detail::value_cast<T>(row_blocks[k][static_cast<std::size_t>(i * b + j)]));
+        }
+      }
+      ptr[static_cast<std::size_t>(r0 + i + 1)] = static_cast<index_t>(idx.size());
+    }
+  }
+  return CsrMatrix<T>(rows, rows, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+/// Node v's neighbours within distance 1 in every coordinate (27-point) or along one axis
+/// (7-point), ascending.
+void grid_neighbours(index_t m, index_t v, bool box, std::vector<index_t>& out) {
+  const index_t x = v % m, y = (v / m) % m, z = v / (m * m);
+  for (index_t dz = -1; dz <= 1; ++dz)
+    for (index_t dy = -1; dy <= 1; ++dy)
+      for (index_t dx = -1; dx <= 1; ++dx) {
+        if (!box && (dx != 0) + (dy != 0) + (dz != 0) > 1) continue;
+        const index_t X = x + dx, Y = y + dy, Z = z + dz;
+        if (X < 0 || Y < 0 || Z < 0 || X >= m || Y >= m || Z >= m) continue;
+        out.push_back(X + m * (Y + m * Z));
+      }
+}
+
+}  // namespace
+
+template <Value T>
+CsrMatrix<T> elasticity3d(index_t n) {
+  if (n < 1) throw InvalidArgument(detail::concat("elasticity3d: n = ", n, " must be >= 1"));
+  const index_t m = detail::checked_add(n, 1, "elasticity3d: n + 1");
+  (void)detail::checked_mul(detail::checked_mul(detail::checked_mul(m, m, "elasticity3d: (n+1)^2"), m,
+                                                "elasticity3d: (n+1)^3"),
+                            81, "elasticity3d: entries");
+  const std::vector<double> Ke = hex_stiffness(1.0 / static_cast<double>(n), 1.0, 0.3);
+  const auto coord = [m](index_t v, int d) { return d == 0 ? v % m : d == 1 ? (v / m) % m : v / (m * m); };
+  // Block (v, u) sums, over the elements holding both nodes, their local 3 x 3 block.
+  const auto block = [&](index_t v, index_t u, double* out) {
+    for (int e = 0; e < 8; ++e) {  // the element whose corner e is node v
+      index_t lo[3];
+      bool inside = true;
+      for (int d = 0; d < 3; ++d) {
+        lo[d] = coord(v, d) - ((e >> d) & 1);
+        inside = inside && lo[d] >= 0 && lo[d] < n;
+      }
+      if (!inside) continue;
+      int f = 0;  // u's corner in that element, if it is one
+      bool corner = true;
+      for (int d = 0; d < 3; ++d) {
+        const index_t off = coord(u, d) - lo[d];
+        corner = corner && (off == 0 || off == 1);
+        f |= static_cast<int>(off & 1) << d;
+      }
+      if (!corner) continue;
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) out[i * 3 + j] += Ke[static_cast<std::size_t>((3 * e + i) * 24 + 3 * f + j)];
+    }
+  };
+  return assemble_blocks<T>(
+      m, 3, [m](index_t v, std::vector<index_t>& out) { grid_neighbours(m, v, true, out); }, block,
+      [m](index_t v) { return v % m != 0; });  // the face x = 0 is clamped
+}
+
+template <Value T>
+CsrMatrix<T> block_stencil3d(index_t n, index_t fields) {
+  detail::check_nonnegative(n, "block_stencil3d: n");
+  if (fields < 1) throw InvalidArgument(detail::concat("block_stencil3d: fields = ", fields, " must be >= 1"));
+  const index_t nodes = detail::checked_mul(detail::checked_mul(n, n, "block_stencil3d: n^2"), n,
+                                            "block_stencil3d: n^3");
+  (void)detail::checked_mul(detail::checked_mul(nodes, 7, "block_stencil3d: 7 n^3"),
+                            detail::checked_mul(fields, fields, "block_stencil3d: fields^2"),
+                            "block_stencil3d: entries");
+  // Field f diffuses with 1 + f / fields and is convected in +x (upwinded: the -x
+  // neighbour couples more); fields couple to each other through c(f, g) = 0.1 / (1 + |f - g|),
+  // kept at the node and, scaled by a half, to its neighbours.
+  const auto block = [fields](index_t v, index_t u, double* out) {
+    const index_t dv = u - v;
+    for (index_t f = 0; f < fields; ++f) {
+      const double diff = 1.0 + static_cast<double>(f) / static_cast<double>(fields);
+      for (index_t g = 0; g < fields; ++g) {
+        const double c = 0.1 / static_cast<double>(1 + (f > g ? f - g : g - f));
+        double a;
+        if (dv == 0) a = f == g ? 6 * diff + 1.5 + 1.0 : c;  // diagonal: diffusion, convection, shift
+        else a = (f == g ? -diff - (dv == -1 ? 1.5 : 0.0) : -0.5 * c);
+        out[f * fields + g] += a;
+      }
+    }
+  };
+  return assemble_blocks<T>(
+      n, fields, [n](index_t v, std::vector<index_t>& out) { grid_neighbours(n, v, false, out); }, block,
+      [](index_t) { return true; });
+}
+
 template CsrMatrix<float> poisson3d_rows<float>(index_t, index_t, index_t);
 template CsrMatrix<double> poisson3d_rows<double>(index_t, index_t, index_t);
 template CsrMatrix<bf16> poisson3d_rows<bf16>(index_t, index_t, index_t);
@@ -72,6 +231,12 @@ template CsrMatrix<float> poisson3d<float>(index_t);
 template CsrMatrix<double> poisson3d<double>(index_t);
 template CsrMatrix<bf16> poisson3d<bf16>(index_t);
 template CsrMatrix<float> random_csr<float>(index_t, index_t, double, std::uint64_t);
+template CsrMatrix<float> elasticity3d<float>(index_t);
+template CsrMatrix<double> elasticity3d<double>(index_t);
+template CsrMatrix<bf16> elasticity3d<bf16>(index_t);
+template CsrMatrix<float> block_stencil3d<float>(index_t, index_t);
+template CsrMatrix<double> block_stencil3d<double>(index_t, index_t);
+template CsrMatrix<bf16> block_stencil3d<bf16>(index_t, index_t);
 template CsrMatrix<double> random_csr<double>(index_t, index_t, double, std::uint64_t);
 template CsrMatrix<bf16> random_csr<bf16>(index_t, index_t, double, std::uint64_t);
 

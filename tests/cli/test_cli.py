@@ -279,6 +279,19 @@ class Solve(CliTestCase):
         self.assertRegex(result.stdout, r"cg: converged after \d+ iterations")
         self.assertNotIn("\r", result.stdout)
 
+    def test_embedded_problems(self):
+        result = run("solve", "--problem", "elasticity3d:4", "--tol", "1e-9", "--json")
+        self.assertStatus(result, 0)
+        [line] = json_lines(result.stdout)
+        self.assertEqual((line["problem"], line["n"], line["status"]), ("elasticity3d(4)", 3 * 4 * 25, "converged"))
+        self.assertLessEqual(line["rel_residual"], 1e-9)
+        self.assertEqual(json_lines(run("solve", "--problem", "poisson3d:5", "--json").stdout)[0]["n"], 125)
+        for bad in ("elasticity3d", "elasticity3d:0", "elasticity3d:x", "heat:4", "poisson3d:5x"):
+            with self.subTest(problem=bad):
+                result = run("solve", "--problem", bad)
+                self.assertStatus(result, 1)
+                self.assertIn("--problem", result.stderr)
+
     def test_binary_input_is_escaped_in_the_message(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "garbage.mtx")

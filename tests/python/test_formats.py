@@ -144,3 +144,22 @@ def test_malformed_arrays_raise_typed_errors():
         ts.CSRMatrix(torch.ones(1), torch.tensor([0.0]), torch.tensor([0, 1]), (1, 1))
     with pytest.raises(ValueError, match="negative"):
         ts.CSRMatrix(torch.ones(0), torch.tensor([], dtype=torch.int64), torch.tensor([0]), (-1, 2))
+
+
+def test_generated_problems():
+    """poisson3d, elasticity3d and block_stencil3d reach Python as CSR matrices; the
+    elasticity matrix is symmetric with natural 3 x 3 blocks, the block stencil's 5 x 5
+    blocks are full."""
+    P = ts.poisson3d(4)
+    assert P.shape == (64, 64) and P.nnz == 64 * 7 - 6 * 16 and P.dtype == torch.float64
+    E = ts.elasticity3d(3, dtype=torch.float32)
+    assert E.shape == (3 * 3 * 16, 3 * 3 * 16) and E.dtype == torch.float32
+    D = E.to_dense()
+    assert torch.allclose(D, D.T, atol=1e-6)
+    assert ts.BSRMatrix.from_csr(E, 3).blocks.shape[0] * 9 == E.nnz
+    S = ts.block_stencil3d(3, fields=5)
+    assert S.shape == (135, 135) and ts.BSRMatrix.from_csr(S, 5).blocks.shape[0] * 25 == S.nnz
+    with pytest.raises(ValueError, match="elasticity3d"):
+        ts.elasticity3d(0)
+    with pytest.raises(ValueError, match="fields"):
+        ts.block_stencil3d(3, fields=0)

@@ -376,3 +376,75 @@ TYPED_TEST(Bsr, SharesItsStructureAndExposesBlocks) {
 
 }  // namespace
 }  // namespace trnsparse::test
+
+namespace trnsparse::test {
+namespace {
+
+/// Q1 elasticity: symmetric, 3 x 3 node blocks, 27 neighbours inside, and a linear
+/// displacement field (a uniform strain) is in equilibrium at every node whose
+/// neighbours are all free and inside the mesh; clamping makes it positive definite.
+TEST(Generators, Elasticity3dIsAssembledQ1Elasticity) {
+  const index_t n = 4, m = n + 1;
+  const CsrMatrix<double> A = elasticity3d<double>(n);
+  ASSERT_EQ(A.rows(), 3 * n * m * m);
+  const Dense<double> D = to_dense(A);
+  for (index_t i = 0; i < A.rows(); ++i)
+    for (index_t j = 0; j < A.cols(); ++j) ASSERT_NEAR(D(i, j), D(j, i), 1e-12) << i << ", " << j;
+  EXPECT_EQ(A.nnz() % 3, 0);
+  const auto per_row = nnz_per_row(A);
+  EXPECT_EQ(*std::max_element(per_row.begin(), per_row.end()), 81);  // 27 nodes x 3
+  // u = (0.1 x + 0.2 y, 0.3 z, 0.05 x) at every free node (x = ix / n, ix >= 1).
+  std::vector<double> u(static_cast<std::size_t>(A.rows())), f(u.size());
+  index_t k = 0;
+  for (index_t z = 0; z < m; ++z)
+    for (index_t y = 0; y < m; ++y)
+      for (index_t x = 1; x < m; ++x, ++k) {
+        const double X = double(x) / n, Y = double(y) / n, Z = double(z) / n;
+        u[3 * k] = 0.1 * X + 0.2 * Y;
+        u[3 * k + 1] = 0.3 * Z;
+        u[3 * k + 2] = 0.05 * X;
+      }
+  spmv(1.0, A, std::span<const double>(u), 0.0, std::span<double>(f));
+  k = 0;
+  for (index_t z = 0; z < m; ++z)
+    for (index_t y = 0; y < m; ++y)
+      for (index_t x = 1; x < m; ++x, ++k) {
+        const bool interior = x >= 2 && x < n && y > 0 && y < n && z > 0 && z < n;
+        if (!interior) continue;
+        for (int c = 0; c < 3; ++c) EXPECT_NEAR(f[static_cast<std::size_t>(3 * k + c)], 0.0, 1e-12) << k;
+      }
+  // Positive definite: CG converges (it would break down on an indefinite matrix).
+  const std::vector<double> b(static_cast<std::size_t>(A.rows()), 1.0);
+  EXPECT_TRUE(cg(LinearOperator<double>(A), std::span<const double>(b), {.tol = 1e-10, .max_iter = 2000}).converged());
+  EXPECT_THROW(elasticity3d<double>(0), InvalidArgument);
+}
+
+/// The 5-field block stencil: dense 5 x 5 node blocks on a 7-point pattern, nonsymmetric,
+/// strictly diagonally dominant by rows.
+TEST(Generators, BlockStencil3dHasDenseFieldBlocks) {
+  const index_t n = 5;
+  const CsrMatrix<double> A = block_stencil3d<double>(n);
+  ASSERT_EQ(A.rows(), 5 * n * n * n);
+  const auto per_row = nnz_per_row(A);
+  EXPECT_EQ(*std::max_element(per_row.begin(), per_row.end()), 35);  // 7 nodes x 5 fields
+  EXPECT_EQ(*std::min_element(per_row.begin(), per_row.end()), 20);   // a corner: 4 nodes
+  const Dense<double> D = to_dense(A);
+  bool symmetric = true;
+  for (index_t i = 0; i < A.rows(); ++i) {
+    double off = 0;
+    for (index_t j = 0; j < A.cols(); ++j) {
+      if (j != i) off += std::fabs(D(i, j));
+      symmetric = symmetric && D(i, j) == D(j, i);
+    }
+    EXPECT_GT(D(i, i), off) << "row " << i;
+  }
+  EXPECT_FALSE(symmetric);
+  // Its natural 5 x 5 blocks are full: BSR with block 5 stores exactly the entries.
+  EXPECT_EQ(to_bsr(A, 5).n_blocks() * 25, A.nnz());
+  EXPECT_EQ(block_stencil3d<float>(3, 2).rows(), 54);
+  EXPECT_THROW(block_stencil3d<double>(2, 0), InvalidArgument);
+  EXPECT_THROW(block_stencil3d<double>(-1), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace trnsparse::test

@@ -1,8 +1,8 @@
 /// @file solve.cpp
 /// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
-/// [--precond jacobi|none] [--poisson N] [--json]`: conjugate gradients (float64, CSR) on
-/// a Matrix Market matrix or, without a file, on the embedded 3D Poisson problem
-/// poisson3d(N). When stderr is a terminal (and without --json), a progress line there
+/// [--precond jacobi|none] [--poisson N] [--problem NAME:N] [--json]`: conjugate gradients
+/// (float64, CSR) on a Matrix Market matrix or, without a file, on the embedded 3D Poisson
+/// problem poisson3d(N) or the problem --problem names (elasticity3d:N). When stderr is a terminal (and without --json), a progress line there
 /// shows the iteration, the relative residual, the mean convergence rate per iteration,
 /// the elapsed time and an estimate of the time left; a summary follows on stdout.
 
@@ -32,8 +32,28 @@ struct SolveCliOptions {
   index_t max_iter = 10000;
   std::string precond = "jacobi";
   index_t poisson = 64;
+  std::string problem;  ///< NAME:N, overriding --poisson
   bool json = false;
 };
+
+/// The embedded SPD problem named by --problem (poisson3d:N or elasticity3d:N) or, without
+/// it, poisson3d(--poisson); and its name for the output.
+std::pair<CsrMatrix<double>, std::string> embedded_problem(const SolveCliOptions& o) {
+  if (o.problem.empty()) return {poisson3d<double>(o.poisson), "poisson3d(" + std::to_string(o.poisson) + ")"};
+  const std::size_t colon = o.problem.find(':');
+  const std::string name = o.problem.substr(0, colon);
+  index_t n = -1;
+  try {
+    std::size_t used = 0;
+    if (colon != std::string::npos) n = std::stoll(o.problem.substr(colon + 1), &used);
+    if (colon == std::string::npos || used != o.problem.size() - colon - 1) n = -1;
+  } catch (const std::exception&) {
+    n = -1;
+  }
+  if (n < 1 || n > 1024 || (name != "poisson3d" && name != "elasticity3d"))
+    throw InvalidArgument("--problem " + o.problem + ": expected poisson3d:N or elasticity3d:N with 1 <= N <= 1024");
+  return {name == "poisson3d" ? poisson3d<double>(n) : elasticity3d<double>(n), name + "(" + std::to_string(n) + ")"};
+}
 
 /// The right-hand side: all ones, a fixed pseudo-random vector in [-1, 1), or the single
 /// column of a Matrix Market file with n rows.
@@ -50,8 +70,9 @@ std::vector<double> right_hand_side(const std::string& rhs, index_t n) {
 
 void run_solve(const SolveCliOptions& o) {
   const bool from_file = !o.file.empty();
-  const CsrMatrix<double> A = from_file ? to_csr(read_matrix_market(o.file).entries) : poisson3d<double>(o.poisson);
-  const std::string problem = from_file ? o.file : "poisson3d(" + std::to_string(o.poisson) + ")";
+  const auto loaded = from_file ? std::pair{to_csr(read_matrix_market(o.file).entries), o.file} : embedded_problem(o);
+  const CsrMatrix<double>& A = loaded.first;
+  const std::string& problem = loaded.second;
   const LinearOperator<double> op(A);
   const std::vector<double> b = right_hand_side(o.rhs, A.rows());
   const std::vector<double> M = o.precond == "jacobi" ? jacobi_preconditioner(A) : std::vector<double>{};
@@ -118,6 +139,9 @@ Subcommand add_solve(CLI::App& app) {
   command->add_option("--poisson", o->poisson, "Grid points per dimension of the embedded problem (N^3 rows)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  command->add_option("--problem", o->problem,
+                      "An embedded problem instead: poisson3d:N, or elasticity3d:N (3D linear elasticity on N^3 "
+                      "hexahedra, 3 unknowns per node)");
   add_json_flag(*command, o->json);
   return {command, [o] { run_solve(*o); }};
 }
