@@ -2,6 +2,7 @@
 /// The umbrella header: everything public.
 #pragma once
 
+#include "trnsparse/advisor.hpp"
 #include "trnsparse/attention.hpp"
 #include "trnsparse/bf16.hpp"
 #include "trnsparse/bsr.hpp"
