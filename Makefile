@@ -10,6 +10,8 @@
 #   make fuzz      clang build into build-fuzz/, each fuzzer for FUZZ_SECONDS on its seed corpus
 #   make tsan      clang ThreadSanitizer build into build-tsan/, the unit tests of threaded code
 #                  (not part of `make test`: run it before each release; see docs/architecture.md)
+#   make coverage  gcc --coverage build into build-coverage/, its tests, then line and branch
+#                  coverage of src/ (gcovr; not part of `make test`)
 #   make test      check, asan and fuzz in turn, then one summary line
 #   make install   build, then install into PREFIX
 #   make clean     remove the build trees
@@ -35,7 +37,7 @@ DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev l
 BENCH_PACKAGES := libpetsc-real-dev
 APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: deps bench-deps build demo check asan fuzz tsan test install clean
+.PHONY: deps bench-deps build demo check asan fuzz tsan coverage test install clean
 
 # A package counts as present only when installed (not merely known with its config files).
 deps:
@@ -88,6 +90,17 @@ tsan: deps
 	cmake --build --preset tsan -j $(JOBS) --target trnsparse_tests
 	OMP_TOOL_LIBRARIES=$(ARCHER) TRNSPARSE_NUM_THREADS=3 build-tsan/bin/trnsparse_tests --gtest_filter='$(TSAN_FILTER)'
 
+# Coverage of src/ by the release test suite (unit, CLI, Python, HF, MPI). The per-ISA
+# kernels (src/kernels/cpu/) count too, but only the instruction sets this CPU has can run.
+coverage: deps
+	@$(MAKE) --no-print-directory install-missing PACKAGES="gcovr"
+	cmake --preset coverage
+	cmake --build --preset coverage -j $(JOBS)
+	find build-coverage -name '*.gcda' -delete
+	ctest --preset coverage -j $(JOBS)
+	gcovr --root . --object-directory build-coverage --filter 'src/' --exclude-unreachable-branches \
+	  --exclude-throw-branches --sort-percentage --print-summary
+
 # Runs every phase even after a failure, so one run reports them all.
 test: deps
 	@failed=(); summary=""; \
@@ -104,4 +117,4 @@ install: build
 	cmake --install build --prefix "$(PREFIX)"
 
 clean:
-	rm -rf build build-asan build-fuzz build-tsan
+	rm -rf build build-asan build-fuzz build-tsan build-coverage

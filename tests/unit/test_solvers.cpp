@@ -13,6 +13,7 @@
 #include <numbers>
 
 #include "plan/csr_analysis.hpp"
+#include "runtime/checks.hpp"
 #include "support.hpp"
 
 namespace trnsparse::test {
@@ -500,6 +501,59 @@ TEST_F(Solvers, ArgumentsAreChecked) {
   EXPECT_THAT([&] { op.apply(DenseView<const double>(x.data(), 27, 1, 1), DenseView<double>(y.data(), 26, 1, 1)); },
               throws_naming<DimensionMismatch>("Y"));
   EXPECT_EQ(to_string(SolveStatus::breakdown), "breakdown");
+}
+
+}  // namespace
+}  // namespace trnsparse::test
+
+namespace trnsparse::test {
+namespace {
+
+/// A stored triangle applied to several columns (strided views, gathered column by
+/// column) gives the full matrix's product.
+TEST(LinearOperatorCoverage, StoredTriangleOnSeveralColumns) {
+  const CsrMatrix<double> A = poisson3d<double>(5);
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<double> val;
+  for (index_t i = 0; i < A.rows(); ++i) {
+    for (index_t k = A.row_ptr()[i]; k < A.row_ptr()[i + 1]; ++k)
+      if (A.col_indices()[k] >= i) {
+        idx.push_back(A.col_indices()[k]);
+        val.push_back(A.values()[k]);
+      }
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  const CsrMatrix<double> U(A.rows(), A.cols(), ptr, idx, val);
+  const LinearOperator<double> half(U, Triangle::upper), full(A);
+  Dense<double> X(A.rows(), 3), Y(A.rows(), 3), Z(A.rows(), 3);
+  for (index_t i = 0; i < A.rows(); ++i)
+    for (index_t j = 0; j < 3; ++j) X(i, j) = std::sin(static_cast<double>(i * 3 + j));
+  half.apply(X.view(), Y.view());
+  full.apply(X.view(), Z.view());
+  for (index_t i = 0; i < A.rows(); ++i)
+    for (index_t j = 0; j < 3; ++j) EXPECT_NEAR(Y(i, j), Z(i, j), 1e-12);
+}
+
+TEST(LinearOperatorCoverage, DistributionAndStatusNames) {
+  const auto apply = [](DenseView<const double>, DenseView<double>) {};
+  LinearOperator<double>::Distribution d{10, 0, [](std::span<double>) {}, [](const std::exception_ptr&) {}};
+  EXPECT_NO_THROW(LinearOperator<double>(4, apply, d));
+  auto no_sum = d;
+  no_sum.sum = {};
+  EXPECT_THROW(LinearOperator<double>(4, apply, no_sum), InvalidArgument);
+  auto outside = d;
+  outside.offset = 8;
+  EXPECT_THROW(LinearOperator<double>(4, apply, outside), InvalidArgument);
+  EXPECT_EQ(to_string(SolveStatus::stopped), "stopped");
+  EXPECT_EQ(to_string(SolveStatus::completed), "completed");
+  EXPECT_EQ(to_string(SolveStatus::breakdown), "breakdown");
+}
+
+/// A size beyond what a vector can hold is OverflowError naming what was asked, not
+/// std::length_error. (The std::bad_alloc path is the same catch; asking for petabytes to
+/// reach it would abort under AddressSanitizer, whose allocator refuses such sizes.)
+TEST(LinearOperatorCoverage, MakeVectorBeyondMaxSize) {
+  EXPECT_THROW(detail::make_vector<double>(index_t{1} << 61, "huge"), OverflowError);
 }
 
 }  // namespace
