@@ -313,6 +313,18 @@ void bind_ops(py::module_& m) {
       return 0;
     });
   });
+  // alpha X Yᵀ sampled on A's stored positions (SDDMM), as a matrix of A's structure.
+  m.def("sampled_matmul", [](double alpha, const H& h, const DenseArg& X, const DenseArg& Y) {
+    return std::visit(
+        [&](const auto& A) {
+          using T = matrix_value_t<decltype(A)>;
+          auto out = A;  // the structure (and, for BSR, its plan) is shared; the values are overwritten
+          py::gil_scoped_release nogil;
+          sampled_matmul(static_cast<acc_t<T>>(alpha), view_of<const T>(X), view_of<const T>(Y), acc_t<T>(0), out);
+          return H{std::move(out)};
+        },
+        h.m);
+  });
   // (dA on A's structure, dB) of C = alpha A B for the output gradient dC.
   m.def("spmm_backward", [](double alpha, const H& h, const DenseArg& B, const DenseArg& dC) {
     return std::visit(

@@ -141,7 +141,7 @@ def _require_converged(who: str, tol: float, iterations, residuals, what: str) -
 class _CGSolve(torch.autograd.Function):
     """(x, iterations, residuals) of `_cg_solve`, x differentiable in b and A's stored
     blocks for SPD A: λ = A⁻¹ ∂L/∂x by CG with the forward's tol, max_iter and M, then
-    ∂L/∂b = λ and ∂L/∂A.blocks = −λ xᵀ sampled on A's blocks by the core's spmm_backward
+    ∂L/∂b = λ and ∂L/∂A.blocks = −λ xᵀ sampled on A's blocks by the core's sampled_matmul
     (the SDDMM half of C = αAB's gradient; its dense half is discarded)."""
 
     @staticmethod
@@ -168,7 +168,7 @@ class _CGSolve(torch.autograd.Function):
         dblocks = None
         if ctx.needs_input_grad[1]:
             X, L = (x, lam) if x.dim() == 2 else (x.unsqueeze(1), lam.unsqueeze(1))
-            dA, _ = _core.spmm_backward(-1.0, ctx.handle, dense_arg(X.contiguous()), dense_arg(L.contiguous()))
+            dA = _core.sampled_matmul(-1.0, ctx.handle, dense_arg(L.contiguous()), dense_arg(X.contiguous()))
             dblocks = from_array(dA.arrays()[2], x.dtype).view(blocks.shape)
         return lam if ctx.needs_input_grad[0] else None, dblocks, None, None, None, None, None, None, None
 
