@@ -162,9 +162,7 @@ def run(args) -> None:
         pairs = float(allowed_all.flatten(2).sum(-1, dtype=torch.float64).sum()) * \
             (B // allowed_all.shape[0]) * (H // allowed_all.shape[1])
         mask_of = lambda z, h: allowed_all[z % allowed_all.shape[0], h % allowed_all.shape[1]]  # noqa: E731
-        grid = B * H * (-(-L // b)) ** 2
-        blocks = m.n_blocks * (B if m.batch == 1 else 1) * (H if m.heads == 1 else 1)
-        common = {"op": "attention", "mask": kind, "density": blocks / grid}
+        common = {"op": "attention", "mask": kind, "density": m.density}
         flops = {"fwd": 4.0 * pairs * E, "fwd_bwd": 12.0 * pairs * E}
         enable_gqa = G != H
 

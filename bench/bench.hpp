@@ -33,6 +33,9 @@ struct Options {
 using Row = std::vector<std::pair<std::string, std::string>>;
 using Emit = std::function<void(const Row&)>;
 
+/// A row's value as a number (NaN for null, a missing key or a value that is no number).
+double field(const Row& row, const std::string& key);
+
 /// Runs `options.section`, calling `emit` once per row.
 /// @throw InvalidArgument for an unknown section or dtype.
 void run(const Options& options, const Emit& emit);

@@ -71,8 +71,6 @@ Row child_row(const std::string& cmd, std::initializer_list<const char*> keys);
 /// with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, so that OpenBLAS picks its own
 /// kernel for this CPU: dense_ms, rel_err, corename, or empty if the child failed.
 Row dense_child(const Options& o, index_t n, index_t width, int threads);
-/// A row's value as a number (NaN for null or a missing key).
-double field(const Row& row, const std::string& key);
 
 /// The library's portable generator: the same numbers on every platform.
 using Rng = detail::SplitMix64;

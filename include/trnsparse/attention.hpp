@@ -84,6 +84,10 @@ public:
   [[nodiscard]] index_t batch() const noexcept { return batch_; }
   [[nodiscard]] index_t heads() const noexcept { return heads_; }
   [[nodiscard]] index_t slices() const noexcept { return batch_ * heads_; }
+  /// The slice batch element z and head h read: a shared count of 1 maps every index to 0.
+  [[nodiscard]] index_t slice(index_t z, index_t h) const noexcept {
+    return (batch_ > 1 ? z : 0) * heads_ + (heads_ > 1 ? h : 0);
+  }
   /// Query length and key length of every slice.
   [[nodiscard]] index_t queries() const noexcept { return queries_; }
   [[nodiscard]] index_t keys() const noexcept { return keys_; }

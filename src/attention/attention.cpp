@@ -177,12 +177,12 @@ cpu::AttentionProblem<T> problem(const AttentionMask& mask, const Operand<const 
 /// Stored blocks of each unit of the forward and dQ passes as a prefix sum over
 /// u = (z * heads + h) * block_rows + I.
 template <class T>
-std::vector<index_t> row_unit_blocks(const cpu::AttentionProblem<T>& p) {
+std::vector<index_t> row_unit_blocks(const AttentionMask& mask, const cpu::AttentionProblem<T>& p) {
   const index_t br = p.block_rows;
   std::vector<index_t> ext(static_cast<std::size_t>(p.batch * p.heads * br) + 1, 0);
   for (index_t z = 0, u = 0; z < p.batch; ++z)
     for (index_t h = 0; h < p.heads; ++h) {
-      const index_t m = (p.mask_batch > 1 ? z : 0) * p.mask_heads + (p.mask_heads > 1 ? h : 0);
+      const index_t m = mask.slice(z, h);
       for (index_t i = 0; i < br; ++i, ++u) {
         const index_t row = m * br + i;
         ext[static_cast<std::size_t>(u + 1)] = ext[static_cast<std::size_t>(u)] + p.ptr[row + 1] - p.ptr[row];
@@ -194,7 +194,7 @@ std::vector<index_t> row_unit_blocks(const cpu::AttentionProblem<T>& p) {
 /// The same for the dK/dV pass, u = (z * kv_heads + k) * block_cols + J: the blocks of
 /// column J over the mask slices of k's query heads.
 template <class T>
-std::vector<index_t> col_unit_blocks(const cpu::AttentionProblem<T>& p) {
+std::vector<index_t> col_unit_blocks(const AttentionMask& mask, const cpu::AttentionProblem<T>& p) {
   const index_t bc = p.block_cols, kv_heads = p.heads / p.kv_group;
   std::vector<index_t> ext(static_cast<std::size_t>(p.batch * kv_heads * bc) + 1, 0);
   for (index_t z = 0, u = 0; z < p.batch; ++z)
@@ -202,7 +202,7 @@ std::vector<index_t> col_unit_blocks(const cpu::AttentionProblem<T>& p) {
       for (index_t j = 0; j < bc; ++j, ++u) {
         index_t n = 0;
         for (index_t h = k * p.kv_group; h < (k + 1) * p.kv_group; ++h) {
-          const index_t col = ((p.mask_batch > 1 ? z : 0) * p.mask_heads + (p.mask_heads > 1 ? h : 0)) * bc + j;
+          const index_t col = mask.slice(z, h) * bc + j;
           n += p.col_ptr[col + 1] - p.col_ptr[col];
         }
         ext[static_cast<std::size_t>(u + 1)] = ext[static_cast<std::size_t>(u)] + n;
@@ -253,7 +253,7 @@ void forward_impl(const AttentionMask& mask, const Operand<const T>& Q, const Op
   p.O = head_operand(O);
   p.lse = lse.empty() ? nullptr : lse.data();
   const auto& k = dispatch::attention_kernels<T>();
-  run_units(k, p, k.forward, row_unit_blocks(p));
+  run_units(k, p, k.forward, row_unit_blocks(mask, p));
 }
 
 template <class T>
@@ -294,8 +294,8 @@ void backward_impl(const AttentionMask& mask, const Operand<const T>& Q, const O
   p.dK = head_operand(dK);
   p.dV = head_operand(dV);
   const auto& k = dispatch::attention_kernels<T>();
-  run_units(k, p, k.backward_dq, row_unit_blocks(p));
-  run_units(k, p, k.backward_dkv, col_unit_blocks(p));
+  run_units(k, p, k.backward_dq, row_unit_blocks(mask, p));
+  run_units(k, p, k.backward_dkv, col_unit_blocks(mask, p));
 }
 
 }  // namespace
@@ -342,15 +342,15 @@ void attention_backward(const AttentionMask& mask, HeadsView<const std::type_ide
 
 #define TRNSPARSE_INSTANTIATE(T)                                                                                   \
   template void attention_forward<T>(const AttentionMask&, DenseView<const T>, DenseView<const T>,                \
-                                     DenseView<const T>, DenseView<T>, std::span<acc_t<T>>, acc_t<T>,      \
-                                     const ScoreMod&);            \
+                                     DenseView<const T>, DenseView<T>, std::span<acc_t<T>>, acc_t<T>,             \
+                                     const ScoreMod&);                                                            \
   template void attention_forward<T>(const AttentionMask&, HeadsView<const T>, HeadsView<const T>,                \
-                                     HeadsView<const T>, HeadsView<T>, std::span<acc_t<T>>, acc_t<T>,      \
-                                     const ScoreMod&);            \
+                                     HeadsView<const T>, HeadsView<T>, std::span<acc_t<T>>, acc_t<T>,             \
+                                     const ScoreMod&);                                                            \
   template void attention_backward<T>(const AttentionMask&, DenseView<const T>, DenseView<const T>,               \
                                       DenseView<const T>, DenseView<const T>, DenseView<const T>,                 \
                                       std::span<const acc_t<T>>, DenseView<T>, DenseView<T>, DenseView<T>,        \
-                                      acc_t<T>, const ScoreMod&);                                                                  \
+                                      acc_t<T>, const ScoreMod&);                                                 \
   template void attention_backward<T>(const AttentionMask&, HeadsView<const T>, HeadsView<const T>,               \
                                       HeadsView<const T>, HeadsView<const T>, HeadsView<const T>,                 \
                                       std::span<const acc_t<T>>, HeadsView<T>, HeadsView<T>, HeadsView<T>,        \

@@ -142,7 +142,7 @@ std::span<const std::uint8_t> AttentionMask::element_mask(index_t k) const noexc
 
 bool AttentionMask::allows(index_t z, index_t h, index_t i, index_t j) const noexcept {
   if (z < 0 || h < 0 || i < 0 || j < 0 || i >= queries_ || j >= keys_) return false;
-  const index_t m = (batch_ > 1 ? z : 0) * heads_ + (heads_ > 1 ? h : 0);
+  const index_t m = slice(z, h);
   if (m >= slices()) return false;
   const BsrStructure& s = *structure_;
   const index_t b = s.block_size(), bi = m * block_rows() + i / b, bj = m * block_cols() + j / b;
@@ -372,14 +372,11 @@ AttentionMask merge(const AttentionMask& a, const AttentionMask& b, const char* 
     if (x.is_full(k)) m.add_full(j);
     else m.add_masked(j, [&](index_t r, index_t c) { return at(x, k, r, c); });
   };
-  auto slice_of = [](const AttentionMask& x, index_t z, index_t h) {
-    return (x.batch() > 1 ? z : 0) * x.heads() + (x.heads() > 1 ? h : 0);
-  };
   const auto pa = a.structure().block_row_ptr(), pb = b.structure().block_row_ptr();
   const auto ca = a.structure().block_col_indices(), cb = b.structure().block_col_indices();
   for (index_t z = 0; z < batch; ++z)
     for (index_t h = 0; h < heads; ++h) {
-      const index_t sa = slice_of(a, z, h), sb = slice_of(b, z, h);
+      const index_t sa = a.slice(z, h), sb = b.slice(z, h);
       for (index_t i = 0; i < br; ++i) {
         const index_t ra = sa * br + i, rb = sb * br + i;
         index_t ka = pa[ra], kb = pb[rb];

@@ -203,12 +203,7 @@ void run_formats(const DemoOptions& o) {
 #ifdef TRNSPARSE_WITH_BENCH
 // ---- the tour ---------------------------------------------------------------------------
 
-/// A number of a bench row (NaN when absent or null).
-double number(const bench::Row& row, std::string_view key) {
-  for (const auto& [k, v] : row)
-    if (k == key) return v == "null" ? NAN : std::stod(v);
-  return NAN;
-}
+using bench::field;
 
 /// A string of a bench row, without its quotes ("" when absent).
 std::string text(const bench::Row& row, std::string_view key) {
@@ -268,14 +263,14 @@ void run_tour(const DemoOptions& d) {
   if (!d.json) {
     const bench::Row& h = spmm.front();
     std::printf("\n(%s, %s, %d threads)\n", text(h, "machine").c_str(), text(h, "isa").c_str(),
-                static_cast<int>(number(h, "threads")));
+                static_cast<int>(field(h, "threads")));
     std::printf("\n1. Block-sparse operator times dense (BSR-128 SpMM): 4096 x 4096, 5%% of its blocks stored, "
                 "256 columns\n");
     for (const bench::Row& r : spmm)
       std::printf("   %-4s  %7.2f ms   dense SGEMM (OpenBLAS %s) %7.2f ms   %5.1fx faster   %6.1f GFLOP/s   "
                   "rel. error %.1e\n",
-                  text(r, "dtype").c_str(), number(r, "trnsparse_ms"), text(r, "dense_core").c_str(),
-                  number(r, "dense_ms"), number(r, "speedup_vs_dense"), number(r, "gflops"), number(r, "rel_err"));
+                  text(r, "dtype").c_str(), field(r, "trnsparse_ms"), text(r, "dense_core").c_str(),
+                  field(r, "dense_ms"), field(r, "speedup_vs_dense"), field(r, "gflops"), field(r, "rel_err"));
   }
 
   // 2. Attention with a local window and one global block, one head of 4096 x 64.
@@ -286,13 +281,13 @@ void run_tour(const DemoOptions& d) {
     const bench::Row& r = pick(attn, "mask", "global");
     std::printf("\n2. Block-sparse attention, local window + global tokens (%.0f%% of the blocks), sequence 4096, "
                 "head dim 64\n",
-                100 * number(r, "block_density"));
+                100 * field(r, "block_density"));
     std::printf("   forward           %7.2f ms   dense attention (OpenBLAS) %7.2f ms   %5.1fx faster\n",
-                number(r, "fwd_ms"), number(r, "dense_fwd_ms"), number(r, "dense_fwd_ms") / number(r, "fwd_ms"));
+                field(r, "fwd_ms"), field(r, "dense_fwd_ms"), field(r, "dense_fwd_ms") / field(r, "fwd_ms"));
     std::printf("   forward+backward  %7.2f ms   dense attention (OpenBLAS) %7.2f ms   %5.1fx faster   "
                 "rel. error %.1e\n",
-                number(r, "fwd_bwd_ms"), number(r, "dense_fwd_bwd_ms"),
-                number(r, "dense_fwd_bwd_ms") / number(r, "fwd_bwd_ms"), number(r, "bwd_rel_err"));
+                field(r, "fwd_bwd_ms"), field(r, "dense_fwd_bwd_ms"),
+                field(r, "dense_fwd_bwd_ms") / field(r, "fwd_bwd_ms"), field(r, "bwd_rel_err"));
   }
 
   // 3. CG on the 3D Poisson problem, 100^3 unknowns (its matrix and vectors exceed the caches).
@@ -306,8 +301,8 @@ void run_tour(const DemoOptions& d) {
       const bench::Row& r = pick(cg, "storage", storage);
       std::printf("   %-5s storage  %6.2f ms per iteration   memory-traffic bound %6.2f ms (STREAM triad %4.1f GB/s): "
                   "%4.2fx the bound   Eigen %6.2f ms\n",
-                  storage, number(r, "trnsparse_iter_ms"), number(r, "bound_iter_ms"), number(r, "stream_gbps"),
-                  number(r, "iter_vs_bound"), number(r, "eigen_iter_ms"));
+                  storage, field(r, "trnsparse_iter_ms"), field(r, "bound_iter_ms"), field(r, "stream_gbps"),
+                  field(r, "iter_vs_bound"), field(r, "eigen_iter_ms"));
     }
   }
 
@@ -316,11 +311,11 @@ void run_tour(const DemoOptions& d) {
   if (!d.json) {
     const bench::Row* r = &screen.back();  // the sparsest threshold
     std::printf("\n4. Screened product (A o M) B, 2048 x 2048 times 128 columns, %.0f%% of the pairs kept\n",
-                100 * number(*r, "kept_fraction"));
+                100 * field(*r, "kept_fraction"));
     std::printf("   fused             %7.2f ms   mask applied, then multiplied %7.2f ms   %5.1fx faster   "
                 "dense SGEMM %7.2f ms\n",
-                number(*r, "fused_ms"), number(*r, "unfused_ms"), number(*r, "speedup_vs_unfused"),
-                number(*r, "dense_ms"));
+                field(*r, "fused_ms"), field(*r, "unfused_ms"), field(*r, "speedup_vs_unfused"),
+                field(*r, "dense_ms"));
     std::printf("\nMore: `trnsparse demo --formats` (the Poisson matrix in CSR and BSR), `trnsparse bench --help`, "
                 "docs/benchmarks.md\n");
   }
