@@ -1,11 +1,27 @@
 /// @file advisor.hpp
-/// What a format would cost a matrix, before converting it.
+/// Which format a matrix's products run fastest in, before converting it: CSR, or BSR
+/// with a block size from 2 to 128.
 ///
-///     double f = trnsparse::estimate_fill(A, 3);   // 1.0: A's 3 x 3 blocks are full
+///     trnsparse::Advice a = trnsparse::choose_format(A, {.width = 8});
+///     auto B = trnsparse::to_bsr(A, trnsparse::BlockSize::automatic, {.width = 8});
+///
+/// The prediction for each candidate is its stored entries (the fill ratio, sampled as
+/// OSKI samples it, times A's entries) and rows, priced at this machine's speed per entry
+/// and per row for that format, dtype and width: a `Calibration`, measured once per
+/// (dtype, width) in about a second and cached in a file.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <vector>
 
+#include "trnsparse/bsr.hpp"
 #include "trnsparse/csr.hpp"
 
 namespace trnsparse {
@@ -19,5 +35,121 @@ namespace trnsparse {
 /// @throw InvalidArgument for b < 1 or a fraction outside (0, 1].
 template <Value T>
 double estimate_fill(const CsrMatrix<T>& A, index_t block_size, double fraction = 1.0, std::uint64_t seed = 0);
+
+enum class Format { csr, bsr };
+
+/// The products a matrix will serve: C = A B with `width` columns (1: SpMV).
+struct Workload {
+  index_t width = 1;
+};
+
+/// "fp32", "fp64" or "bf16": the calibration's name for T.
+template <Value T>
+constexpr std::string_view dtype_name() {
+  if constexpr (std::is_same_v<T, float>) return "fp32";
+  else if constexpr (std::is_same_v<T, double>) return "fp64";
+  else return "bf16";
+}
+
+/// A machine's speed for each format: a product costs ns_per_entry per stored entry plus
+/// ns_per_row per row (block row for BSR), keyed by (dtype, width, block size), where
+/// block size 1 is CSR.
+class Calibration {
+public:
+  struct Speed {
+    double ns_per_entry = 0.0;
+    double ns_per_row = 0.0;
+  };
+  /// The block sizes measured and weighed, 1 meaning CSR.
+  static constexpr index_t block_sizes[] = {1, 2, 3, 4, 5, 6, 8, 16, 32, 64, 128};
+
+  /// An empty calibration for the machine `machine` (see this_machine()).
+  explicit Calibration(std::string machine = this_machine()) : machine_(std::move(machine)) {}
+
+  void set(std::string_view dtype, index_t width, index_t block_size, Speed s);
+  /// The speed for (dtype, width, block size), or nullptr.
+  [[nodiscard]] const Speed* find(std::string_view dtype, index_t width, index_t block_size) const;
+  /// Whether every block size is known at (dtype, width).
+  [[nodiscard]] bool covers(std::string_view dtype, index_t width) const;
+  [[nodiscard]] const std::string& machine() const { return machine_; }
+
+  /// Measures every block size at (dtype, width) on this machine with the current thread
+  /// count, on banded block matrices of about 2^22 stored entries: about a second.
+  /// `progress(done, total)` is called after each block size.
+  /// @throw InvalidArgument for an unknown dtype or width < 1.
+  void measure(std::string_view dtype, index_t width,
+               const std::function<void(int, int)>& progress = nullptr);
+
+  /// The text form: a header line naming the format version and the machine, then one
+  /// line per speed.
+  [[nodiscard]] std::string serialize() const;
+  /// Parses serialize()'s text. A calibration of another format version or another
+  /// machine, a truncated or malformed text: an empty calibration, with `*why` (when not
+  /// null) saying which.
+  static Calibration parse(std::string_view text, const std::string& machine = this_machine(),
+                           std::string* why = nullptr);
+
+  /// $XDG_CACHE_HOME/trnsparse/calibration.txt, else $HOME/.cache/trnsparse/calibration.txt
+  /// (empty when neither variable is set).
+  static std::filesystem::path default_path();
+  /// The CPU model, the active ISA, the thread count and the library version: a cached
+  /// calibration is used only on the machine (and library) that measured it.
+  static std::string this_machine();
+
+private:
+  std::string machine_;
+  std::map<std::tuple<std::string, index_t, index_t>, Speed> speeds_;
+};
+
+/// The calibration in `path` (default_path() when empty) covering (dtype, width): loaded,
+/// or measured and saved (with its directory) when the file is missing, unreadable,
+/// truncated, of another machine or version, lacks (dtype, width), or `refresh` is set.
+/// `*status` (when not null) says which: "cached", or "measured: <reason>". A cache that
+/// cannot be written is not an error (the measurement is used once).
+Calibration load_calibration(std::string_view dtype, index_t width, const std::filesystem::path& path = {},
+                             bool refresh = false, std::string* status = nullptr,
+                             const std::function<void(int, int)>& progress = nullptr);
+
+struct Candidate {
+  Format format = Format::csr;
+  index_t block_size = 1;  ///< 1 for CSR
+  double fill = 1.0;       ///< stored entries / A's entries (estimated)
+  double predicted_ms = 0.0;
+};
+
+struct Advice {
+  std::vector<Candidate> candidates;  ///< CSR first, then BSR by block size
+  Format format = Format::csr;        ///< the choice: the smallest predicted time
+  index_t block_size = 1;
+  double predicted_speedup_vs_csr = 1.0;
+};
+
+/// The candidates' predicted times for A's products under `workload` at `calibration`'s
+/// speeds, and the fastest. No timing: the same inputs give the same advice. A BSR
+/// candidate whose estimated stored entries exceed 16 x A's (or 2^31 elements) is left
+/// out, as is any block size larger than both dimensions of A.
+/// @throw InvalidArgument for width < 1, or when `calibration` does not cover
+/// (dtype_name<T>(), width).
+template <Value T>
+Advice advise(const CsrMatrix<T>& A, Workload workload, const Calibration& calibration);
+
+/// advise() with load_calibration(dtype_name<T>(), width): measures this machine once
+/// per (dtype, width), then reads the cache.
+template <Value T>
+Advice choose_format(const CsrMatrix<T>& A, Workload workload = {});
+
+/// `to_bsr(A, BlockSize::automatic, workload)`: A in BSR with the block size
+/// choose_format picks for `workload` (its best BSR candidate when CSR is predicted
+/// faster still).
+enum class BlockSize { automatic };
+template <Value T>
+BsrMatrix<T> to_bsr(const CsrMatrix<T>& A, BlockSize, Workload workload = {});
+
+/// The time of one product of A in `format` (BSR: block size b, converted first and not
+/// timed) with a random operand of `workload.width` columns: the median of `reps` after
+/// one untimed run, in milliseconds.
+/// @throw InvalidArgument for width < 1, reps < 1 or b < 1.
+template <Value T>
+double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_size, Workload workload, int reps = 5);
 
 }  // namespace trnsparse

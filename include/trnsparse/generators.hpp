@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "trnsparse/csr.hpp"
 
@@ -38,5 +39,18 @@ template <Value T> CsrMatrix<T> block_stencil3d(index_t n, index_t fields = 5);
 /// `seed` (the same on every platform). O(rows * cols) draws.
 /// @throw InvalidArgument for a negative shape or density outside [0, 1].
 template <Value T> CsrMatrix<T> random_csr(index_t rows, index_t cols, double density, std::uint64_t seed);
+
+/// An n x n matrix of b x b blocks, each present with probability `block_density` and
+/// then full, values uniform in [-1, 1) (edge blocks cut at n), drawn from `seed` as
+/// random_csr draws. O(block rows * block columns) draws.
+/// @throw InvalidArgument for n < 0, b < 1 or a density outside [0, 1].
+template <Value T> CsrMatrix<T> random_blocks(index_t n, index_t b, double block_density, std::uint64_t seed);
+
+/// The matrix a problem specification names (the CLI's --problem, benchmarks):
+/// "poisson3d:N", "elasticity3d:N", "block_stencil3d:N" or "block_stencil3d:N:FIELDS",
+/// and "random_blocks:N:B:DENSITY" (seed 0).
+/// @throw InvalidArgument naming the specification and the forms expected, for an unknown
+/// name, a malformed or missing number, N outside [1, 2^20] or a generator's own error.
+template <Value T> CsrMatrix<T> named_problem(std::string_view spec);
 
 }  // namespace trnsparse

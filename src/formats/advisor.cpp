@@ -1,13 +1,28 @@
-// The fill-ratio estimate of advisor.hpp: per sampled block row, the distinct block
-// columns of its rows' entries, marked in one array stamped with the block row's number
-// (no clearing between block rows).
+// The format advisor of advisor.hpp: the fill-ratio estimate (per sampled block row,
+// the distinct block columns of its rows' entries, marked in one array stamped with the
+// block row's number, so nothing is cleared between block rows), the calibration (its
+// measurement and its cache file), and the advice, a pure function of the two.
 #include "trnsparse/advisor.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <vector>
 
 #include "runtime/checks.hpp"
 #include "runtime/rng.hpp"
+#include "runtime/value.hpp"
+#include "trnsparse/convert.hpp"
+#include "trnsparse/dense.hpp"
+#include "trnsparse/ops.hpp"
+#include "trnsparse/runtime.hpp"
+#include "trnsparse/version.hpp"
 
 namespace trnsparse {
 
@@ -40,8 +55,295 @@ double estimate_fill(const CsrMatrix<T>& A, index_t block_size, double fraction,
   return entries == 0 ? 1.0 : static_cast<double>(blocks) * static_cast<double>(b * b) / static_cast<double>(entries);
 }
 
-template double estimate_fill<float>(const CsrMatrix<float>&, index_t, double, std::uint64_t);
-template double estimate_fill<double>(const CsrMatrix<double>&, index_t, double, std::uint64_t);
-template double estimate_fill<bf16>(const CsrMatrix<bf16>&, index_t, double, std::uint64_t);
+// ---- calibration -------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kHeader = "trnsparse-calibration 1";
+constexpr double kEntries = 1 << 22;  // stored entries of a calibration matrix
+
+bool known_dtype(std::string_view d) { return d == "fp32" || d == "fp64" || d == "bf16"; }
+
+bool known_block_size(index_t b) {
+  return std::ranges::find(Calibration::block_sizes, b) != std::end(Calibration::block_sizes);
+}
+
+/// A banded block matrix: `block_rows` block rows of `per_row` full b x b blocks each,
+/// on the block columns nearest the diagonal (the locality of a mesh numbering), values
+/// uniform in [-1, 1).
+template <Value T>
+CsrMatrix<T> banded_blocks(index_t block_rows, index_t per_row, index_t b) {
+  const index_t n = block_rows * b, k = std::min(per_row, block_rows);
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<T> vals;
+  idx.reserve(static_cast<std::size_t>(block_rows * k * b * b));
+  vals.reserve(idx.capacity());
+  detail::SplitMix64 rng{7};
+  for (index_t I = 0; I < block_rows; ++I) {
+    const index_t first = std::clamp<index_t>(I - k / 2, 0, block_rows - k);
+    for (index_t r = 0; r < b; ++r) {
+      for (index_t J = first; J < first + k; ++J)
+        for (index_t c = 0; c < b; ++c) {
+          idx.push_back(J * b + c);
+          vals.push_back(detail::value_cast<T>(rng.symmetric()));
+        }
+      ptr.push_back(static_cast<index_t>(idx.size()));
+    }
+  }
+  return CsrMatrix<T>(n, n, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+/// (ns per entry, ns per row) of block size b at `width`: from two banded matrices with
+/// the same stored entries and 4 and 24 blocks per block row when b <= 8 (the row term
+/// solves the two), else one with 8 per row (few rows: no row term).
+template <Value T>
+Calibration::Speed measure_speed(index_t b, index_t width) {
+  const Format f = b == 1 ? Format::csr : Format::bsr;
+  const auto time = [&](index_t per_row) {
+    const index_t rows = std::max<index_t>(per_row, static_cast<index_t>(kEntries / static_cast<double>(per_row * b * b)));
+    const CsrMatrix<T> A = banded_blocks<T>(rows, per_row, b);
+    return std::pair{measure_product_ms(A, f, b, {.width = width}, 3) * 1e6, rows};
+  };
+  if (b > 8) {
+    const auto [ns, rows] = time(8);
+    return {ns / (static_cast<double>(rows * 8) * static_cast<double>(b * b)), 0.0};
+  }
+  const auto [t1, r1] = time(4);
+  const auto [t2, r2] = time(24);
+  const double e1 = static_cast<double>(r1 * 4 * b * b), e2 = static_cast<double>(r2 * 24 * b * b);
+  // t = e * entries + r * rows for both: two equations.
+  const double det = e1 * static_cast<double>(r2) - e2 * static_cast<double>(r1);
+  double per_entry = (t1 * static_cast<double>(r2) - t2 * static_cast<double>(r1)) / det;
+  double per_row = (e1 * t2 - e2 * t1) / det;
+  if (!(per_row >= 0.0) || !(per_entry > 0.0)) {  // noise: the per-entry cost alone
+    per_entry = (t1 + t2) / (e1 + e2);
+    per_row = 0.0;
+  }
+  return {per_entry, per_row};
+}
+
+template <Value T>
+Dense<T> random_operand(index_t rows, index_t cols) {
+  detail::SplitMix64 rng{11};
+  Dense<T> B(rows, cols);
+  for (T& v : B.values()) v = detail::value_cast<T>(rng.symmetric());
+  return B;
+}
+
+}  // namespace
+
+void Calibration::set(std::string_view dtype, index_t width, index_t block_size, Speed s) {
+  speeds_[{std::string(dtype), width, block_size}] = s;
+}
+
+const Calibration::Speed* Calibration::find(std::string_view dtype, index_t width, index_t block_size) const {
+  const auto it = speeds_.find({std::string(dtype), width, block_size});
+  return it == speeds_.end() ? nullptr : &it->second;
+}
+
+bool Calibration::covers(std::string_view dtype, index_t width) const {
+  return std::ranges::all_of(block_sizes, [&](index_t b) { return find(dtype, width, b) != nullptr; });
+}
+
+void Calibration::measure(std::string_view dtype, index_t width, const std::function<void(int, int)>& progress) {
+  if (!known_dtype(dtype))
+    throw InvalidArgument(detail::concat("Calibration::measure: dtype \"", std::string(dtype),
+                                         "\", expected fp32, fp64 or bf16"));
+  if (width < 1) throw InvalidArgument(detail::concat("Calibration::measure: width = ", width, " must be >= 1"));
+  const int total = static_cast<int>(std::size(block_sizes));
+  int done = 0;
+  for (const index_t b : block_sizes) {
+    const Speed s = dtype == "fp32"   ? measure_speed<float>(b, width)
+                    : dtype == "fp64" ? measure_speed<double>(b, width)
+                                      : measure_speed<bf16>(b, width);
+    set(dtype, width, b, s);
+    if (progress) progress(++done, total);
+  }
+}
+
+std::string Calibration::serialize() const {
+  std::ostringstream out;
+  out << kHeader << "\nmachine " << machine_ << '\n';
+  out.precision(17);
+  for (const auto& [key, s] : speeds_)
+    out << std::get<0>(key) << ' ' << std::get<1>(key) << ' ' << std::get<2>(key) << ' ' << s.ns_per_entry << ' '
+        << s.ns_per_row << '\n';
+  out << "end\n";
+  return out.str();
+}
+
+Calibration Calibration::parse(std::string_view text, const std::string& machine, std::string* why) {
+  const auto fail = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    return Calibration(machine);
+  };
+  std::istringstream in{std::string(text)};
+  std::string line;
+  if (!std::getline(in, line) || line != kHeader)
+    return fail("not a calibration file of this version (expected \"" + std::string(kHeader) + "\")");
+  if (!std::getline(in, line) || line.rfind("machine ", 0) != 0) return fail("truncated: no machine line");
+  if (line.substr(8) != machine) return fail("measured on another machine or library version: " + line.substr(8));
+  Calibration c(machine);
+  for (int number = 3; std::getline(in, line); ++number) {
+    if (line == "end") {
+      if (why) why->clear();
+      return c;
+    }
+    std::istringstream fields(line);
+    std::string dtype, rest;
+    index_t width = 0, b = 0;
+    Speed s;
+    if (!(fields >> dtype >> width >> b >> s.ns_per_entry >> s.ns_per_row) || (fields >> rest) ||
+        !known_dtype(dtype) || width < 1 || !known_block_size(b) || !std::isfinite(s.ns_per_entry) ||
+        !std::isfinite(s.ns_per_row) || s.ns_per_entry <= 0.0 || s.ns_per_row < 0.0)
+      return fail(detail::concat("malformed line ", number));
+    c.set(dtype, width, b, s);
+  }
+  return fail("truncated: no end line");
+}
+
+std::filesystem::path Calibration::default_path() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg == '/') return std::filesystem::path(xdg) / "trnsparse" / "calibration.txt";
+  const char* home = std::getenv("HOME");
+  if (home && *home) return std::filesystem::path(home) / ".cache" / "trnsparse" / "calibration.txt";
+  return {};
+}
+
+std::string Calibration::this_machine() {
+  std::string model = "unknown cpu";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) model = line.substr(colon + 2);
+      break;
+    }
+  return detail::concat(model, "; isa ", to_string(active_isa()), "; threads ", num_threads(), "; trnsparse ",
+                        version_major, '.', version_minor, '.', version_patch);
+}
+
+Calibration load_calibration(std::string_view dtype, index_t width, const std::filesystem::path& path, bool refresh,
+                             std::string* status, const std::function<void(int, int)>& progress) {
+  const std::filesystem::path file = path.empty() ? Calibration::default_path() : path;
+  std::string why;
+  Calibration c;
+  if (refresh) {
+    why = "refresh asked";
+  } else if (file.empty()) {
+    why = "no cache directory (XDG_CACHE_HOME and HOME unset)";
+  } else if (std::ifstream in{file, std::ios::binary}; !in) {
+    why = "no cache file " + file.string();
+  } else {
+    std::ostringstream text;
+    text << in.rdbuf();
+    c = Calibration::parse(text.str(), Calibration::this_machine(), &why);
+    if (why.empty() && !c.covers(dtype, width)) why = detail::concat("no speeds for ", std::string(dtype), " width ", width);
+  }
+  if (why.empty()) {
+    if (status) *status = "cached";
+    return c;
+  }
+  c.measure(dtype, width, progress);
+  if (status) *status = "measured: " + why;
+  if (!file.empty()) {  // written whole, then renamed: a reader never sees half a file
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    const std::filesystem::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
+    if (std::ofstream out{tmp, std::ios::binary}; out && (out << c.serialize()) && (out.close(), !out.fail()))
+      std::filesystem::rename(tmp, file, ec);
+    std::filesystem::remove(tmp, ec);
+  }
+  return c;
+}
+
+// ---- advice ------------------------------------------------------------------------------
+
+template <Value T>
+Advice advise(const CsrMatrix<T>& A, Workload workload, const Calibration& calibration) {
+  const index_t width = workload.width;
+  if (width < 1) throw InvalidArgument(detail::concat("advise: width = ", width, " must be >= 1"));
+  const std::string_view dtype = dtype_name<T>();
+  if (!calibration.covers(dtype, width))
+    throw InvalidArgument(detail::concat("advise: the calibration has no speeds for ", std::string(dtype), " at width ",
+                                         width, " (measure them with load_calibration or Calibration::measure)"));
+  const double nnz = static_cast<double>(A.nnz());
+  const auto predict = [&](index_t b, double stored) {
+    const Calibration::Speed& s = *calibration.find(dtype, width, b);
+    return (stored * s.ns_per_entry + static_cast<double>(detail::ceil_div(A.rows(), b)) * s.ns_per_row) * 1e-6;
+  };
+  Advice advice;
+  advice.candidates.push_back({Format::csr, 1, 1.0, predict(1, nnz)});
+  for (const index_t b : Calibration::block_sizes) {
+    if (b == 1 || (b > A.rows() && b > A.cols())) continue;
+    // About 4096 block rows sampled, all of them for smaller matrices.
+    const double fraction = std::min(1.0, 4096.0 / static_cast<double>(std::max<index_t>(1, detail::ceil_div(A.rows(), b))));
+    const double fill = estimate_fill(A, b, fraction, 0);
+    const double stored = fill * nnz;
+    if (stored > 16.0 * std::max(nnz, 1.0) || stored > 0x1p31) continue;
+    advice.candidates.push_back({Format::bsr, b, fill, predict(b, stored)});
+  }
+  const Candidate* best = &advice.candidates.front();
+  for (const Candidate& c : advice.candidates)
+    if (c.predicted_ms < best->predicted_ms) best = &c;
+  advice.format = best->format;
+  advice.block_size = best->block_size;
+  advice.predicted_speedup_vs_csr = best->predicted_ms > 0.0 ? advice.candidates.front().predicted_ms / best->predicted_ms : 1.0;
+  return advice;
+}
+
+template <Value T>
+Advice choose_format(const CsrMatrix<T>& A, Workload workload) {
+  if (workload.width < 1) throw InvalidArgument(detail::concat("choose_format: width = ", workload.width, " must be >= 1"));
+  return advise(A, workload, load_calibration(dtype_name<T>(), workload.width));
+}
+
+template <Value T>
+BsrMatrix<T> to_bsr(const CsrMatrix<T>& A, BlockSize, Workload workload) {
+  const Advice advice = choose_format(A, workload);
+  const Candidate* best = nullptr;
+  for (const Candidate& c : advice.candidates)
+    if (c.format == Format::bsr && (!best || c.predicted_ms < best->predicted_ms)) best = &c;
+  return to_bsr(A, best ? best->block_size : index_t{2});
+}
+
+template <Value T>
+double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_size, Workload workload, int reps) {
+  if (workload.width < 1)
+    throw InvalidArgument(detail::concat("measure_product_ms: width = ", workload.width, " must be >= 1"));
+  if (reps < 1) throw InvalidArgument(detail::concat("measure_product_ms: reps = ", reps, " must be >= 1"));
+  detail::check_block_size(block_size, "measure_product_ms");
+  using TY = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+  const Dense<T> B = random_operand<T>(A.cols(), workload.width);
+  Dense<TY> C(A.rows(), workload.width);
+  std::function<void()> product;
+  std::optional<BsrMatrix<T>> blocked;
+  if (format == Format::csr) {
+    product = [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); };
+  } else {
+    blocked.emplace(to_bsr(A, block_size));
+    product = [&] { spmm(acc_t<T>(1), *blocked, B.view(), acc_t<T>(0), C.view()); };
+  }
+  product();
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    product();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::ranges::sort(ms);
+  return ms[ms.size() / 2];
+}
+
+#define TRNSPARSE_INSTANTIATE(T)                                                                        \
+  template double estimate_fill<T>(const CsrMatrix<T>&, index_t, double, std::uint64_t);              \
+  template Advice advise<T>(const CsrMatrix<T>&, Workload, const Calibration&);                        \
+  template Advice choose_format<T>(const CsrMatrix<T>&, Workload);                                     \
+  template BsrMatrix<T> to_bsr<T>(const CsrMatrix<T>&, BlockSize, Workload);                            \
+  template double measure_product_ms<T>(const CsrMatrix<T>&, Format, index_t, Workload, int);
+TRNSPARSE_INSTANTIATE(float)
+TRNSPARSE_INSTANTIATE(double)
+TRNSPARSE_INSTANTIATE(bf16)
+#undef TRNSPARSE_INSTANTIATE
 
 }  // namespace trnsparse

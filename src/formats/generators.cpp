@@ -1,6 +1,9 @@
 #include "trnsparse/generators.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "runtime/checks.hpp"
@@ -223,6 +226,91 @@ CsrMatrix<T> block_stencil3d(index_t n, index_t fields) {
       n, fields, [n](index_t v, std::vector<index_t>& out) { grid_neighbours(n, v, false, out); }, block,
       [](index_t) { return true; });
 }
+
+template <Value T>
+CsrMatrix<T> random_blocks(index_t n, index_t b, double block_density, std::uint64_t seed) {
+  detail::check_nonnegative(n, "random_blocks: n");
+  if (b < 1) throw InvalidArgument(detail::concat("random_blocks: block size = ", b, " must be >= 1"));
+  if (!(block_density >= 0.0 && block_density <= 1.0))
+    throw InvalidArgument(detail::concat("random_blocks: block_density = ", block_density, " must be in [0, 1]"));
+  detail::SplitMix64 rng{seed};
+  const index_t nb = (n + b - 1) / b;
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<T> vals;
+  std::vector<index_t> present;
+  for (index_t bi = 0; bi < nb; ++bi) {
+    present.clear();
+    for (index_t bj = 0; bj < nb; ++bj)
+      if (rng.uniform() < block_density) present.push_back(bj);
+    // Values drawn block by block (b² each), scattered to the block's rows.
+    const index_t rows = std::min(b, n - bi * b);
+    std::vector<std::vector<std::pair<index_t, T>>> row_entries(static_cast<std::size_t>(rows));
+    for (const index_t bj : present)
+      for (index_t r = 0; r < b; ++r)
+        for (index_t c = 0; c < b; ++c) {
+          const T v = detail::value_cast<T>(rng.symmetric());
+          if (r < rows && bj * b + c < n) row_entries[r].emplace_back(bj * b + c, v);
+        }
+    for (const auto& entries : row_entries) {
+      for (const auto& [j, v] : entries) {
+        idx.push_back(j);
+        vals.push_back(v);
+      }
+      ptr.push_back(static_cast<index_t>(idx.size()));
+    }
+  }
+  return CsrMatrix<T>(n, n, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+namespace {
+
+/// The fields of "name:a:b:c" after the name.
+std::vector<std::string_view> spec_fields(std::string_view spec) {
+  std::vector<std::string_view> fields;
+  for (std::size_t at = spec.find(':'); at != std::string_view::npos;) {
+    const std::size_t next = spec.find(':', at + 1);
+    fields.push_back(spec.substr(at + 1, next == std::string_view::npos ? std::string_view::npos : next - at - 1));
+    at = next;
+  }
+  return fields;
+}
+
+template <class N>
+bool parse_number(std::string_view text, N& out) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+template <Value T>
+CsrMatrix<T> named_problem(std::string_view spec) {
+  const std::string_view name = spec.substr(0, spec.find(':'));
+  const std::vector<std::string_view> f = spec_fields(spec);
+  const auto fail = [&] {
+    return InvalidArgument(detail::concat("problem \"", std::string(spec),
+                                          "\": expected poisson3d:N, elasticity3d:N, block_stencil3d:N[:FIELDS] or "
+                                          "random_blocks:N:B:DENSITY, with 1 <= N <= 2^20"));
+  };
+  index_t n = 0;
+  if (f.empty() || !parse_number(f[0], n) || n < 1 || n > (index_t{1} << 20)) throw fail();
+  index_t b = 0;
+  double density = 0;
+  if (name == "poisson3d" && f.size() == 1) return poisson3d<T>(n);
+  if (name == "elasticity3d" && f.size() == 1) return elasticity3d<T>(n);
+  if (name == "block_stencil3d" && f.size() == 1) return block_stencil3d<T>(n);
+  if (name == "block_stencil3d" && f.size() == 2 && parse_number(f[1], b)) return block_stencil3d<T>(n, b);
+  if (name == "random_blocks" && f.size() == 3 && parse_number(f[1], b) && parse_number(f[2], density))
+    return random_blocks<T>(n, b, density, 0);
+  throw fail();
+}
+
+template CsrMatrix<float> random_blocks<float>(index_t, index_t, double, std::uint64_t);
+template CsrMatrix<double> random_blocks<double>(index_t, index_t, double, std::uint64_t);
+template CsrMatrix<bf16> random_blocks<bf16>(index_t, index_t, double, std::uint64_t);
+template CsrMatrix<float> named_problem<float>(std::string_view);
+template CsrMatrix<double> named_problem<double>(std::string_view);
+template CsrMatrix<bf16> named_problem<bf16>(std::string_view);
 
 template CsrMatrix<float> poisson3d_rows<float>(index_t, index_t, index_t);
 template CsrMatrix<double> poisson3d_rows<double>(index_t, index_t, index_t);

@@ -283,7 +283,7 @@ class Solve(CliTestCase):
         result = run("solve", "--problem", "elasticity3d:4", "--tol", "1e-9", "--json")
         self.assertStatus(result, 0)
         [line] = json_lines(result.stdout)
-        self.assertEqual((line["problem"], line["n"], line["status"]), ("elasticity3d(4)", 3 * 4 * 25, "converged"))
+        self.assertEqual((line["problem"], line["n"], line["status"]), ("elasticity3d:4", 3 * 4 * 25, "converged"))
         self.assertLessEqual(line["rel_residual"], 1e-9)
         self.assertEqual(json_lines(run("solve", "--problem", "poisson3d:5", "--json").stdout)[0]["n"], 125)
         for bad in ("elasticity3d", "elasticity3d:0", "elasticity3d:x", "heat:4", "poisson3d:5x"):

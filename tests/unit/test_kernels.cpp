@@ -7,7 +7,9 @@
 // 17 against kMR = 4 / 8), panels of NR columns with tails (NR = 4 scalar, 8..32 SIMD;
 // widths 15..33), column chunks of 16 panels (64..512 columns: widths 100, 257, 300,
 // and 529, 600, 1100, which end in a partial chunk on every ISA, fp32 on AVX-512 too),
-// the width-1 vector path (spmv, and spmm with a strided n x 1 B), the transposed path
+// the width-1 vector path (spmv, and spmm with a strided n x 1 B), the small-block
+// kernels (b <= 8: b² lanes for one column, column passes of NV vectors otherwise,
+// partial last block rows of B read as zero), the transposed path
 // (BSC view with a permutation), the bf16 pair path for even block sizes (b = 2, 8, 10,
 // 16, 32, 64, 128) and its widening fallback for odd ones (b = 1, 3, 9, 17), logical
 // shapes that do not fill their edge blocks, block rows with no stored block, stored
@@ -79,6 +81,13 @@ std::vector<BsrCase> bsr_cases() {
       {"b1_40x37", 40, 37, 1, {1, 2, 31, 32, 33}},
       {"b2_33x31", 33, 31, 2, {1, 2, 15, 16, 17, 257, 300}},
       {"b8_64x50", 64, 50, 8, {1, 7, 8, 9, 31, 32, 33, 100}},
+      // The small-block kernels (b <= 8): every size, and widths around their column
+      // passes (NV vectors of 4..16 lanes: 16..64 columns) with partial last vectors.
+      {"b3_31x29", 31, 29, 3, {3, 8, 16, 31, 63, 64, 65, 130}},
+      {"b4_42x38", 42, 38, 4, {1, 4, 8, 16, 47, 64, 65}},
+      {"b5_52x47", 52, 47, 5, {1, 5, 8, 47, 48, 49, 64}},
+      {"b6_60x61", 60, 61, 6, {1, 6, 8, 31, 32, 33, 64}},
+      {"b7_45x50", 45, 50, 7, {1, 7, 17, 40}},
       {"even_b10_100x90", 100, 90, 10, {1, 16, 17}},
       {"odd_b9_100x90", 100, 90, 9, {1, 2, 33}},
       {"odd_b17_60x52", 60, 52, 17, {1, 2, 16, 257}},

@@ -80,6 +80,7 @@ Subcommand add_info(CLI::App& app);
 Subcommand add_convert(CLI::App& app);
 Subcommand add_demo(CLI::App& app);
 Subcommand add_solve(CLI::App& app);
+Subcommand add_advise(CLI::App& app);
 #ifdef TRNSPARSE_WITH_BENCH
 Subcommand add_bench(CLI::App& app);
 /// `/proc/self/exe`: the benchmark reruns itself for the OpenBLAS child baseline.
@@ -140,6 +141,14 @@ public:
   JsonObject& object(std::string_view key, const JsonObject& value) {
     add_key(key);
     body_ += value.str();
+    return *this;
+  }
+
+  JsonObject& array(std::string_view key, const std::vector<JsonObject>& items) {
+    add_key(key);
+    body_ += '[';
+    for (std::size_t i = 0; i < items.size(); ++i) body_ += (i ? "," : "") + items[i].str();
+    body_ += ']';
     return *this;
   }
 

@@ -36,7 +36,7 @@ int run(int argc, char** argv) {
   CLI::App app{"Block-sparse matrices from the command line.", "trnsparse"};
   app.set_version_flag("--version", std::string("trnsparse ") + trnsparse::version_string);
   app.require_subcommand(1);
-  std::vector<Subcommand> commands{add_info(app), add_convert(app), add_demo(app), add_solve(app)};
+  std::vector<Subcommand> commands{add_info(app), add_convert(app), add_demo(app), add_solve(app), add_advise(app)};
 #ifdef TRNSPARSE_WITH_BENCH
   commands.push_back(add_bench(app));
 #endif

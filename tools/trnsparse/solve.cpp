@@ -1,8 +1,9 @@
 /// @file solve.cpp
 /// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
-/// [--precond jacobi|none] [--poisson N] [--problem NAME:N] [--json]`: conjugate gradients
+/// [--precond jacobi|none] [--poisson N] [--problem SPEC] [--json]`: conjugate gradients
 /// (float64, CSR) on a Matrix Market matrix or, without a file, on the embedded 3D Poisson
-/// problem poisson3d(N) or the problem --problem names (elasticity3d:N). When stderr is a terminal (and without --json), a progress line there
+/// problem poisson3d(N) or the problem --problem names (named_problem: elasticity3d:N, ...).
+/// When stderr is a terminal (and without --json), a progress line there
 /// shows the iteration, the relative residual, the mean convergence rate per iteration,
 /// the elapsed time and an estimate of the time left; a summary follows on stdout.
 
@@ -36,23 +37,15 @@ struct SolveCliOptions {
   bool json = false;
 };
 
-/// The embedded SPD problem named by --problem (poisson3d:N or elasticity3d:N) or, without
-/// it, poisson3d(--poisson); and its name for the output.
+/// The embedded problem named by --problem (any of named_problem's) or, without it,
+/// poisson3d(--poisson); and its name for the output.
 std::pair<CsrMatrix<double>, std::string> embedded_problem(const SolveCliOptions& o) {
   if (o.problem.empty()) return {poisson3d<double>(o.poisson), "poisson3d(" + std::to_string(o.poisson) + ")"};
-  const std::size_t colon = o.problem.find(':');
-  const std::string name = o.problem.substr(0, colon);
-  index_t n = -1;
   try {
-    std::size_t used = 0;
-    if (colon != std::string::npos) n = std::stoll(o.problem.substr(colon + 1), &used);
-    if (colon == std::string::npos || used != o.problem.size() - colon - 1) n = -1;
-  } catch (const std::exception&) {
-    n = -1;
+    return {named_problem<double>(o.problem), o.problem};
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("--problem: ") + e.what());
   }
-  if (n < 1 || n > 1024 || (name != "poisson3d" && name != "elasticity3d"))
-    throw InvalidArgument("--problem " + o.problem + ": expected poisson3d:N or elasticity3d:N with 1 <= N <= 1024");
-  return {name == "poisson3d" ? poisson3d<double>(n) : elasticity3d<double>(n), name + "(" + std::to_string(n) + ")"};
 }
 
 /// The right-hand side: all ones, a fixed pseudo-random vector in [-1, 1), or the single
@@ -140,8 +133,9 @@ Subcommand add_solve(CLI::App& app) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   command->add_option("--problem", o->problem,
-                      "An embedded problem instead: poisson3d:N, or elasticity3d:N (3D linear elasticity on N^3 "
-                      "hexahedra, 3 unknowns per node)");
+                      "An embedded problem instead: poisson3d:N, elasticity3d:N (3D linear elasticity on N^3 "
+                      "hexahedra, 3 unknowns per node), block_stencil3d:N[:FIELDS] or random_blocks:N:B:DENSITY "
+                      "(CG needs a symmetric positive definite one)");
   add_json_flag(*command, o->json);
   return {command, [o] { run_solve(*o); }};
 }

@@ -2,6 +2,7 @@
 // doubles per microkernel tile, 8 of the 16 ymm registers holding accumulators.
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +26,18 @@ struct Vec<float> {
   static reg loadn(const float* p, index_t n) {
     return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
   }
+  /// n <= W bf16 values from p widened (a bf16 is the upper half of a float), the rest zero.
+  static reg loadn_bf16(const bf16* p, index_t n) {
+    alignas(16) std::uint16_t h[W] = {};
+    if (n == W) std::memcpy(h, p, sizeof h);
+    else std::memcpy(h, p, static_cast<std::size_t>(n) * sizeof *h);
+    const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(h));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  }
+  /// Lane i of the result is lane lanes[i] of v.
+  static reg permute(reg v, const std::int32_t* lanes) {
+    return _mm256_permutevar8x32_ps(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes)));
+  }
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
@@ -44,6 +57,11 @@ struct Vec<double> {
   static reg load(const double* p) { return _mm256_loadu_pd(p); }
   static reg loadn(const double* p, index_t n) {
     return _mm256_maskload_pd(p, _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)));
+  }
+  static reg permute(reg v, const std::int32_t* lanes) {  // as 32-bit halves: lane l is halves 2l, 2l + 1
+    const __m256i l = _mm256_cvtepi32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lanes)));
+    const __m256i halves = _mm256_or_si256(_mm256_slli_epi64(l, 33), _mm256_slli_epi64(l, 1));
+    return _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(v), _mm256_add_epi32(halves, _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1))));
   }
   static void store(double* p, reg v) { _mm256_storeu_pd(p, v); }
   static reg set1(double x) { return _mm256_set1_pd(x); }

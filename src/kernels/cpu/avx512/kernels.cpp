@@ -3,6 +3,7 @@
 // holding accumulators, A broadcast straight from memory.
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>

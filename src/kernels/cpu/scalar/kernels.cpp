@@ -1,5 +1,6 @@
 // Portable kernels: the tiling of bsr_tile.inc with one-lane "vectors", compiled for the
 // x86-64 baseline. TRNSPARSE_ISA=scalar selects them.
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
