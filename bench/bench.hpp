@@ -24,7 +24,8 @@ struct Options {
   int reps = 5;
   int threads = 0;           ///< 0: the library default
   index_t poisson_n = 150;   ///< spmv, solve: the Poisson grid edge
-  std::vector<std::filesystem::path> matrices;  ///< spmv: Matrix Market files
+  std::vector<std::filesystem::path> matrices;  ///< spmv, bsr: Matrix Market files
+  std::vector<std::string> problems;  ///< bsr: named_problem specs (with matrices: the problem mode)
   double reference_gflop_limit = 4.0;  ///< skip the scalar reference above this much work
   std::string self;          ///< path of this executable, for the OpenBLAS child run
 };

@@ -2,6 +2,7 @@
 //
 //     mpirun -np 1 build/bin/trnsparse-mpi-bench --poisson 100
 //     mpirun -np 2 build/bin/trnsparse-mpi-bench --poisson 100
+//     build/bin/trnsparse-mpi-bench --baij elasticity3d:24 --block-size 3
 //
 // Every process generates its rows of the 3D Poisson matrix (poisson3d, 7-point) and
 // hands the same CSR arrays to trnsparse (DistCsrMatrix) and to PETSc (MATMPIAIJ).
@@ -20,12 +21,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <span>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "trnsparse/convert.hpp"
 #include "trnsparse/generators.hpp"
+#include "trnsparse/io.hpp"
 #include "trnsparse/mpi.hpp"
+#include "trnsparse/ops.hpp"
 #include "trnsparse/runtime.hpp"
 
 namespace {
@@ -74,11 +80,84 @@ double global_norm(const std::vector<double>& v) {
   return std::sqrt(s);
 }
 
+/// `--baij SOURCE --block-size B [--reps R]`, one process: PETSc's MatMult on the matrix
+/// SOURCE names (a named_problem spec, or a Matrix Market file) stored as MATSEQBAIJ with
+/// B x B blocks (the baseline of `trnsparse bench --section bsr --problem`). Prints
+/// petsc_baij_ms and the relative difference from trnsparse's BSR product.
+int run_baij(const std::string& source, index_t b, int reps) {
+  const trnsparse::CsrMatrix<double> A = std::filesystem::exists(source)
+                                             ? trnsparse::to_csr(trnsparse::read_matrix_market(source).entries)
+                                             : trnsparse::named_problem<double>(source);
+  if (b < 1 || A.rows() % b != 0 || A.cols() % b != 0) {
+    std::fprintf(stderr, "trnsparse-mpi-bench: --block-size %lld must divide the %lld x %lld matrix\n",
+                 static_cast<long long>(b), static_cast<long long>(A.rows()), static_cast<long long>(A.cols()));
+    return 1;
+  }
+  const trnsparse::BsrMatrix<double> B = trnsparse::to_bsr(A, b);
+  const auto& s = B.structure();
+  std::vector<PetscInt> ia(s.block_row_ptr().begin(), s.block_row_ptr().end()),
+      ja(s.block_col_indices().begin(), s.block_col_indices().end());
+  Mat M;
+  check(MatCreate(PETSC_COMM_SELF, &M), "MatCreate");
+  check(MatSetSizes(M, static_cast<PetscInt>(A.rows()), static_cast<PetscInt>(A.cols()), static_cast<PetscInt>(A.rows()),
+                    static_cast<PetscInt>(A.cols())),
+        "MatSetSizes");
+  check(MatSetType(M, MATSEQBAIJ), "MatSetType");
+  // Row-oriented blocks (PETSc's default MAT_ROW_ORIENTED): trnsparse's block layout.
+  check(MatSeqBAIJSetPreallocationCSR(M, static_cast<PetscInt>(b), ia.data(), ja.data(), B.blocks().data()),
+        "MatSeqBAIJSetPreallocationCSR");
+  Vec px, py;
+  check(MatCreateVecs(M, &px, &py), "MatCreateVecs");
+  std::vector<double> x(static_cast<std::size_t>(A.cols())), y(static_cast<std::size_t>(A.rows()));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.001 * static_cast<double>(i));
+  double* a = nullptr;
+  check(VecGetArray(px, &a), "VecGetArray");
+  std::copy(x.begin(), x.end(), a);
+  check(VecRestoreArray(px, &a), "VecRestoreArray");
+  const double ms = median_ms(reps, [&] { check(MatMult(M, px, py), "MatMult"); });
+  trnsparse::spmv(1.0, B, std::span<const double>(x), 0.0, std::span<double>(y));
+  double diff = 0.0, ref = 0.0;
+  const double* p = nullptr;
+  check(VecGetArrayRead(py, &p), "VecGetArrayRead");
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    diff = std::max(diff, std::fabs(y[i] - p[i]));
+    ref = std::max(ref, std::fabs(p[i]));
+  }
+  check(VecRestoreArrayRead(py, &p), "VecRestoreArrayRead");
+  std::printf("{\"bench\":\"baij\",\"block_size\":%lld,\"n\":%lld,\"petsc_baij_ms\":%.6g,\"rel_diff\":%.3g}\n",
+              static_cast<long long>(b), static_cast<long long>(A.rows()), ms, ref > 0 ? diff / ref : diff);
+  check(VecDestroy(&px), "VecDestroy");
+  check(VecDestroy(&py), "VecDestroy");
+  check(MatDestroy(&M), "MatDestroy");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  if (argc >= 3 && std::string(argv[1]) == "--baij") {
+    index_t b = 0;
+    int reps = 20;
+    for (int i = 3; i + 1 < argc; i += 2) {
+      const std::string a = argv[i];
+      if (a == "--block-size") b = std::atoll(argv[i + 1]);
+      else if (a == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+    }
+    int petsc_argc = 1;
+    char** petsc_argv = argv;
+    check(PetscInitialize(&petsc_argc, &petsc_argv, nullptr, nullptr), "PetscInitialize");
+    int status = 1;
+    try {
+      status = run_baij(argv[2], b, reps);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "trnsparse-mpi-bench: %s\n", e.what());
+    }
+    check(PetscFinalize(), "PetscFinalize");
+    MPI_Finalize();
+    return status;
+  }
   index_t n = 100;
   int reps = 10, threads = 1;
   double tol = 1e-8;

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "screen.hpp"
 #include "solve.hpp"
 #include "kernels/reference/products.hpp"
+#include "trnsparse/advisor.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/error.hpp"
 #include "trnsparse/generators.hpp"
@@ -256,6 +258,113 @@ void bsr_section(const Options& o, int threads, const Emit& emit) {
   }
 }
 
+/// The PETSc BAIJ baseline: `trnsparse-mpi-bench --baij` (next to this executable, when
+/// PETSc was found) times MatMult of the matrix `source` names (a named_problem spec or
+/// a Matrix Market file) as MATSEQBAIJ with b x b blocks, in double on one process with
+/// one thread per process as PETSc runs; NaN when the binary is absent or failed.
+double petsc_baij_ms(const Options& o, const std::string& source, index_t b) {
+  if (o.self.empty()) return NAN;
+  const std::filesystem::path child = std::filesystem::path(o.self).parent_path() / "trnsparse-mpi-bench";
+  if (!std::filesystem::exists(child)) return NAN;
+  const std::string cmd = "'" + child.string() + "' --baij '" + source + "' --block-size " + std::to_string(b) +
+                          " --reps " + std::to_string(std::max(o.reps, 5) * 4) + " 2>/dev/null";
+  return field(child_row(cmd, {"petsc_baij_ms"}), "petsc_baij_ms");
+}
+
+/// |C - A B| / (|A| |B|) on 4096 sampled rows for a float64 CSR A and any B, C.
+template <class TB, class TC>
+double product_rel_err(const CsrMatrix<double>& A, DenseView<const TB> B, DenseView<const TC> C) {
+  return sampled_rel_err(
+      A.rows(), B.cols, 4096,
+      [&](index_t i, index_t j, auto add) {
+        for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p)
+          add(A.values()[p] * static_cast<double>(static_cast<float>(B(A.col_indices()[p], j))));
+      },
+      [&](index_t i, index_t j) { return static_cast<double>(static_cast<float>(C(i, j))); });
+}
+
+/// The bsr section on real and generated matrices (--problem, --matrix): for each matrix
+/// and width, every candidate the advisor weighs (CSR, BSR block sizes) is converted and
+/// timed (brute force), next to Eigen's CSR and PETSc's BAIJ on the same matrix; one row
+/// per candidate, then an "advise" row comparing the advisor's pick with the fastest.
+template <class T, class TC>
+void problem_section(const Options& o, int threads, const Emit& emit) {
+  using G = Baseline<T>;
+  struct Source {
+    std::string name, spec_or_path;
+    bool file;
+  };
+  std::vector<Source> sources;
+  for (const std::string& p : o.problems) sources.push_back({p, p, false});
+  for (const auto& path : o.matrices) sources.push_back({path.filename().string(), path.string(), true});
+  const int reps = std::max(o.reps, 5) * 4;  // products of a few ms or less: more samples
+  for (const auto& [name, source, file] : sources) {
+    const CsrMatrix<double> A64 = file ? to_csr(read_matrix_market(source).entries) : named_problem<double>(source);
+    const CsrMatrix<T> A = cast<T>(A64);
+    const CsrMatrix<double> A_rounded = cast<double>(A);  // the values the products see
+    const CsrMatrix<G> A_base = cast<G>(A);
+    for (const index_t width : o.widths) {
+      std::string status;
+      const Advice advice = advise(A, {.width = width}, load_calibration(dtype_name<T>(), width, {}, false, &status));
+      const Dense<T> B = random_dense<T>(A.cols(), width, 8);
+      const Dense<G> B_base = cast<G>(B.view());
+      Dense<TC> C(A.rows(), width);
+      Dense<G> C_base(A.rows(), width);
+      const double csr_ms = median_ms(reps, [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); });
+      const double csr_err = product_rel_err<T, TC>(A_rounded, B.view(), C.view());
+      const double eigen = eigen_spmm_ms(A_base, B_base.view(), C_base.view(), reps, threads);
+      double best_ms = INFINITY, pick_ms = NAN;
+      index_t best_b = 1;
+      for (const Candidate& c : advice.candidates) {
+        double ms = csr_ms, err = csr_err, petsc = NAN;
+        if (c.format == Format::bsr) {
+          const BsrMatrix<T> Ab = to_bsr(A, c.block_size);
+          ms = median_ms(reps, [&] { spmm(acc_t<T>(1), Ab, B.view(), acc_t<T>(0), C.view()); });
+          err = product_rel_err<T, TC>(A_rounded, B.view(), C.view());
+        }
+        if (std::is_same_v<T, double> && width == 1 && A.rows() % c.block_size == 0 && c.block_size <= 16)
+          petsc = petsc_baij_ms(o, source, c.block_size);
+        const bool chosen = c.format == advice.format && c.block_size == advice.block_size;
+        if (ms < best_ms) best_ms = ms, best_b = c.block_size;
+        if (chosen) pick_ms = ms;
+        Row row = header("bsr", o, threads);
+        row.insert(row.end(), {{"problem", str(name)},
+                               {"n", num(A.rows())},
+                               {"nnz", num(A.nnz())},
+                               {"width", num(width)},
+                               {"format", str(c.format == Format::csr ? "csr" : "bsr")},
+                               {"block_size", num(c.block_size)},
+                               {"fill", num(c.fill)},
+                               {"trnsparse_ms", num(ms)},
+                               {"csr_ms", num(csr_ms)},
+                               {"eigen_ms", num(eigen)},
+                               {"petsc_baij_ms", num(petsc)},
+                               {"speedup_vs_csr", num(csr_ms / ms)},
+                               {"speedup_vs_eigen", num(eigen / ms)},
+                               {"speedup_vs_petsc_baij", num(petsc / ms)},
+                               {"predicted_ms", num(c.predicted_ms)},
+                               {"advisor_choice", chosen ? "true" : "false"},
+                               {"rel_err", num(err)}});
+        emit(row);
+      }
+      Row row = header("advise", o, threads);
+      row.insert(row.end(), {{"problem", str(name)},
+                             {"n", num(A.rows())},
+                             {"nnz", num(A.nnz())},
+                             {"width", num(width)},
+                             {"choice_format", str(advice.format == Format::csr ? "csr" : "bsr")},
+                             {"choice_block_size", num(advice.block_size)},
+                             {"choice_ms", num(pick_ms)},
+                             {"best_block_size", num(best_b)},
+                             {"best_ms", num(best_ms)},
+                             {"choice_vs_best", num(pick_ms / best_ms)},
+                             {"csr_ms", num(csr_ms)},
+                             {"calibration", str(status)}});
+      emit(row);
+    }
+  }
+}
+
 /// CSR SpMM at element densities `o.densities`, against Eigen on the same matrix.
 template <class T>
 void csr_section(const Options& o, int threads, const Emit& emit) {
@@ -370,7 +479,11 @@ void spmv_section(const Options& o, int threads, const Emit& emit) {
 void run(const Options& o, const Emit& emit) {
   if (o.threads > 0) set_num_threads(o.threads);
   const int threads = num_threads();
-  if (o.section == "bsr") {
+  if (o.section == "bsr" && !(o.problems.empty() && o.matrices.empty())) {
+    if (o.dtype == "fp32") return problem_section<float, float>(o, threads, emit);
+    if (o.dtype == "fp64") return problem_section<double, double>(o, threads, emit);
+    if (o.dtype == "bf16") return problem_section<bf16, float>(o, threads, emit);
+  } else if (o.section == "bsr") {
     if (o.dtype == "fp32") return bsr_section<float, float>(o, threads, emit);
     if (o.dtype == "fp64") return bsr_section<double, double>(o, threads, emit);
     if (o.dtype == "bf16") return bsr_section<bf16, float>(o, threads, emit);

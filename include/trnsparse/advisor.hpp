@@ -74,7 +74,7 @@ public:
   [[nodiscard]] const std::string& machine() const { return machine_; }
 
   /// Measures every block size at (dtype, width) on this machine with the current thread
-  /// count, on banded block matrices of about 2^22 stored entries: about a second.
+  /// count, on mesh-like block matrices of about 2^22 stored entries: a few seconds.
   /// `progress(done, total)` is called after each block size.
   /// @throw InvalidArgument for an unknown dtype or width < 1.
   void measure(std::string_view dtype, index_t width,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -68,21 +69,33 @@ bool known_block_size(index_t b) {
   return std::ranges::find(Calibration::block_sizes, b) != std::end(Calibration::block_sizes);
 }
 
-/// A banded block matrix: `block_rows` block rows of `per_row` full b x b blocks each,
-/// on the block columns nearest the diagonal (the locality of a mesh numbering), values
+/// A mesh-like block matrix: `block_rows` block rows (nodes of an m x m x m grid, m the
+/// cube root, numbered x-fastest), block row I holding full b x b blocks at the first
+/// `per_row` of the 27-point stencil's neighbours of node I, nearest first (so a row's
+/// columns spread over the grid's planes as a finite-element matrix's do), values
 /// uniform in [-1, 1).
 template <Value T>
-CsrMatrix<T> banded_blocks(index_t block_rows, index_t per_row, index_t b) {
-  const index_t n = block_rows * b, k = std::min(per_row, block_rows);
-  std::vector<index_t> ptr{0}, idx;
+CsrMatrix<T> mesh_blocks(index_t block_rows, index_t per_row, index_t b) {
+  const auto m = std::max<index_t>(2, static_cast<index_t>(std::cbrt(static_cast<double>(block_rows))));
+  std::vector<std::array<index_t, 4>> stencil;  // (distance², dx, dy, dz)
+  for (index_t dz = -1; dz <= 1; ++dz)
+    for (index_t dy = -1; dy <= 1; ++dy)
+      for (index_t dx = -1; dx <= 1; ++dx) stencil.push_back({dx * dx + dy * dy + dz * dz, dx, dy, dz});
+  std::ranges::sort(stencil);
+  stencil.resize(static_cast<std::size_t>(std::min<index_t>(per_row, 27)));
+  const index_t n = block_rows * b;
+  std::vector<index_t> ptr{0}, idx, cols;
   std::vector<T> vals;
-  idx.reserve(static_cast<std::size_t>(block_rows * k * b * b));
-  vals.reserve(idx.capacity());
   detail::SplitMix64 rng{7};
   for (index_t I = 0; I < block_rows; ++I) {
-    const index_t first = std::clamp<index_t>(I - k / 2, 0, block_rows - k);
+    cols.clear();
+    for (const auto& [d, dx, dy, dz] : stencil) {
+      const index_t J = I + dx + m * dy + m * m * dz;
+      if (J >= 0 && J < block_rows) cols.push_back(J);
+    }
+    std::ranges::sort(cols);
     for (index_t r = 0; r < b; ++r) {
-      for (index_t J = first; J < first + k; ++J)
+      for (const index_t J : cols)
         for (index_t c = 0; c < b; ++c) {
           idx.push_back(J * b + c);
           vals.push_back(detail::value_cast<T>(rng.symmetric()));
@@ -93,30 +106,32 @@ CsrMatrix<T> banded_blocks(index_t block_rows, index_t per_row, index_t b) {
   return CsrMatrix<T>(n, n, std::move(ptr), std::move(idx), std::move(vals));
 }
 
-/// (ns per entry, ns per row) of block size b at `width`: from two banded matrices with
-/// the same stored entries and 4 and 24 blocks per block row when b <= 8 (the row term
-/// solves the two), else one with 8 per row (few rows: no row term).
+/// (ns per entry, ns per row) of block size b at `width`: from two mesh-like matrices of
+/// about kEntries stored entries with 7 and 27 blocks per block row when b <= 8 (the
+/// two times give both terms), else one with 7 per row (few rows: no row term).
 template <Value T>
 Calibration::Speed measure_speed(index_t b, index_t width) {
   const Format f = b == 1 ? Format::csr : Format::bsr;
-  const auto time = [&](index_t per_row) {
-    const index_t rows = std::max<index_t>(per_row, static_cast<index_t>(kEntries / static_cast<double>(per_row * b * b)));
-    const CsrMatrix<T> A = banded_blocks<T>(rows, per_row, b);
-    return std::pair{measure_product_ms(A, f, b, {.width = width}, 3) * 1e6, rows};
+  struct Run {
+    double ns, entries, rows;
+  };
+  const auto run = [&](index_t per_row) {
+    const index_t rows = std::max<index_t>(8, static_cast<index_t>(kEntries / static_cast<double>(per_row * b * b)));
+    const CsrMatrix<T> A = mesh_blocks<T>(rows, per_row, b);
+    return Run{measure_product_ms(A, f, b, {.width = width}, 3) * 1e6, static_cast<double>(A.nnz()),
+               static_cast<double>(rows)};
   };
   if (b > 8) {
-    const auto [ns, rows] = time(8);
-    return {ns / (static_cast<double>(rows * 8) * static_cast<double>(b * b)), 0.0};
+    const Run r = run(7);
+    return {r.ns / r.entries, 0.0};
   }
-  const auto [t1, r1] = time(4);
-  const auto [t2, r2] = time(24);
-  const double e1 = static_cast<double>(r1 * 4 * b * b), e2 = static_cast<double>(r2 * 24 * b * b);
-  // t = e * entries + r * rows for both: two equations.
-  const double det = e1 * static_cast<double>(r2) - e2 * static_cast<double>(r1);
-  double per_entry = (t1 * static_cast<double>(r2) - t2 * static_cast<double>(r1)) / det;
-  double per_row = (e1 * t2 - e2 * t1) / det;
+  const Run r1 = run(7), r2 = run(27);
+  // ns = per_entry * entries + per_row * rows for both: two equations.
+  const double det = r1.entries * r2.rows - r2.entries * r1.rows;
+  double per_entry = (r1.ns * r2.rows - r2.ns * r1.rows) / det;
+  double per_row = (r1.entries * r2.ns - r2.entries * r1.ns) / det;
   if (!(per_row >= 0.0) || !(per_entry > 0.0)) {  // noise: the per-entry cost alone
-    per_entry = (t1 + t2) / (e1 + e2);
+    per_entry = (r1.ns + r2.ns) / (r1.entries + r2.entries);
     per_row = 0.0;
   }
   return {per_entry, per_row};

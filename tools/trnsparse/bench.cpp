@@ -1,7 +1,7 @@
 /// @file bench.cpp
 /// `trnsparse bench --section bsr|csr|spmv|attn|solve|screen [--size N,..] [--widths K,..] [--head-dims D,..]
 /// [--densities D,..] [--dtype fp32|fp64|bf16] [--block-size B] [--reps R]
-/// [--threads T] [--poisson N] [--matrix FILE]... [--json]`: trnsparse next to its
+/// [--threads T] [--poisson N] [--matrix FILE]... [--problem SPEC,..] [--json]`: trnsparse next to its
 /// baselines (OpenBLAS, Eigen, the reference kernels, STREAM, the FMA peak) on the same
 /// data in the same run. Rows are printed as they are measured.
 
@@ -85,7 +85,14 @@ Subcommand add_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--poisson", options->poisson_n, "spmv, solve: edge of the 3D Poisson grid")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--matrix", options->matrices, "spmv: Matrix Market files to add")->check(CLI::ExistingFile);
+  cmd->add_option("--matrix", options->matrices,
+                  "spmv: Matrix Market files to add; bsr: run the problem mode on them")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--problem", options->problems,
+                  "bsr: the problem mode on named matrices (elasticity3d:N, block_stencil3d:N[:F], poisson3d:N, "
+                  "random_blocks:N:B:DENSITY): every format the advisor weighs, timed, next to Eigen CSR and "
+                  "PETSc BAIJ")
+      ->delimiter(',');
   add_json_flag(*cmd, *json);
   return {cmd, [options, json] {
             const bench::Emit emit = [json](const bench::Row& row) { print_row(row, *json); };
@@ -95,7 +102,12 @@ Subcommand add_bench(CLI::App& app) {
               return;
             }
             options->self = self_path();
-            ensure_passive_wait_policy(options->self);
+            // The problem mode times sub-millisecond products against Eigen (the same
+            // OpenMP runtime) and PETSc (another process): no OpenBLAS threads spin beside
+            // them, and waking passive threads would cost as much as a product.
+            const bool problem_mode =
+                options->section == "bsr" && !(options->problems.empty() && options->matrices.empty());
+            if (!problem_mode) ensure_passive_wait_policy(options->self);
             Progress progress(!*json);
             int rows = 0;
             progress.update("bench " + options->section + ": running");

@@ -20,6 +20,7 @@ struct Vec {
   static void store(Acc* p, reg v) { *p = v; }
   static reg set1(Acc x) { return x; }
   static reg fma(reg a, reg b, reg c) { return a * b + c; }
+  static reg add(reg a, reg b) { return a + b; }
   /// One lane of fma, rounded as fma rounds (here: no fused multiply-add).
   static Acc fma1(Acc a, Acc b, Acc c) { return a * b + c; }
   static Acc hsum(reg v) { return v; }
