@@ -37,6 +37,7 @@ struct BsrProduct {
   const index_t* perm;  // nullptr: identity
   bool trans_a;
   const TA* blocks;
+  index_t stored;               // elements at `blocks` (n_blocks * b * b; 0 without)
   const TA* const* block_at;    // nullptr: blocks + (perm ? perm[q] : q) * b * b
   const unsigned char* packs;   // nullptr: every block row of B
   acc_t<TA> alpha;
@@ -48,6 +49,11 @@ struct BsrProduct {
 
   /// Stored block q's values.
   [[nodiscard]] const TA* block(index_t q) const { return block_at ? block_at[q] : blocks + (perm ? perm[q] : q) * b * b; }
+  /// Whether `n` elements from a (a stored block's values, or past them) lie within
+  /// `blocks`: then a kernel may read whole vectors beyond a small block's end.
+  [[nodiscard]] bool readable(const TA* a, index_t n) const {
+    return !block_at && a >= blocks && a - blocks + n <= stored;
+  }
 };
 
 template <class TA, class TY>

@@ -26,7 +26,12 @@ struct Vec<float> {
   static reg loadn(const float* p, index_t n) {
     return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
   }
-  /// n <= W bf16 values from p widened (a bf16 is the upper half of a float), the rest zero.
+  /// W bf16 values from p widened (a bf16 is the upper half of a float).
+  static reg load_bf16(const bf16* p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+  }
+  /// n <= W bf16 values from p widened, the rest zero.
   static reg loadn_bf16(const bf16* p, index_t n) {
     alignas(16) std::uint16_t h[W] = {};
     if (n == W) std::memcpy(h, p, sizeof h);
