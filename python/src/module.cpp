@@ -15,9 +15,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -608,6 +610,46 @@ void bind_attention(py::module_& m) {
         });
 }
 
+// ---- the format advisor ------------------------------------------------------------------
+const char* format_name(Format f) { return f == Format::csr ? "csr" : "bsr"; }
+
+/// Binds choose_format with the calibration file, refresh and measurement the CLI's
+/// `advise` offers. It returns tuples; the package builds the CLI's JSON shape from them.
+void bind_advisor(py::module_& m) {
+  // ([(format, block size, fill, predicted ms, measured ms or None)], (format, block size),
+  // predicted speedup over CSR, calibration status) for A's products of `width` columns;
+  // an empty `calibration` is Calibration::default_path().
+  m.def("choose_format", [](const Csr& h, index_t width, const std::filesystem::path& calibration, bool recalibrate,
+                            bool measure) {
+    return std::visit(
+        [&](const auto& A) {
+          using T = matrix_value_t<decltype(A)>;
+          const Workload workload{.width = width};
+          std::string status;
+          Advice advice;
+          std::vector<double> measured;
+          {
+            py::gil_scoped_release nogil;
+            const Calibration c =
+                load_calibration(trnsparse::dtype_name<T>(), width, calibration, recalibrate, &status);
+            advice = advise(A, workload, c);
+            if (measure)
+              for (const Candidate& k : advice.candidates)
+                measured.push_back(measure_product_ms(A, k.format, k.block_size, workload));
+          }
+          py::list candidates;
+          for (std::size_t i = 0; i < advice.candidates.size(); ++i) {
+            const Candidate& k = advice.candidates[i];
+            candidates.append(py::make_tuple(format_name(k.format), k.block_size, k.fill, k.predicted_ms,
+                                             measure ? py::object(py::float_(measured[i])) : py::object(py::none())));
+          }
+          return py::make_tuple(candidates, py::make_tuple(format_name(advice.format), advice.block_size),
+                                advice.predicted_speedup_vs_csr, status);
+        },
+        h.m);
+  });
+}
+
 void translate_errors(py::module_& m) {
   // Shape errors are AssertionErrors too: code written for trnsparse 0.6 catches those.
   static py::exception<DimensionMismatch> shape_error(
@@ -678,6 +720,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("csr_to_bsr", [](const Csr& h, index_t block_size, double threshold) {
     return run(h, [&](const auto& A) { return Bsr{to_bsr(A, block_size, threshold)}; });
   });
+  // The block size choose_format picks for products of `width` columns; a threshold other
+  // than 0 converts again at that block size, as to_bsr(A, BlockSize::automatic) takes none.
+  m.def("csr_to_bsr_auto", [](const Csr& h, index_t width, double threshold) {
+    return run(h, [&](const auto& A) {
+      auto B = to_bsr(A, BlockSize::automatic, {.width = width});
+      return Bsr{threshold == 0.0 ? std::move(B) : to_bsr(A, B.block_size(), threshold)};
+    });
+  });
   m.def("bsr_to_csr", [](const Bsr& h) { return run(h, [](const auto& A) { return Csr{to_csr(A)}; }); });
   m.def("eye_csr", [](const std::string& dtype, index_t n) {
     return with_dtype(dtype, [&]<class T>() { return Csr{eye_csr<T>(n)}; });
@@ -690,6 +740,20 @@ PYBIND11_MODULE(_core, m) {
       if (name == "elasticity3d") return Csr{elasticity3d<T>(n)};
       if (name == "block_stencil3d") return Csr{block_stencil3d<T>(n, fields)};
       throw InvalidArgument("generate: unknown problem " + name);
+    });
+  });
+  m.def("random_blocks", [](index_t n, index_t block_size, double block_density, std::uint64_t seed,
+                            const std::string& dtype) {
+    return with_dtype(dtype, [&]<class T>() {
+      py::gil_scoped_release nogil;
+      return Csr{random_blocks<T>(n, block_size, block_density, seed)};
+    });
+  });
+  // A problem specification as the CLI's --problem takes it ("elasticity3d:8", ...).
+  m.def("named_problem", [](const std::string& spec, const std::string& dtype) {
+    return with_dtype(dtype, [&]<class T>() {
+      py::gil_scoped_release nogil;
+      return Csr{named_problem<T>(spec)};
     });
   });
 
@@ -735,6 +799,7 @@ PYBIND11_MODULE(_core, m) {
   bind_solvers(m);
   bind_screening(m);
   bind_attention(m);
+  bind_advisor(m);
 
   // ---- runtime ----
   m.def("set_isa", [](const std::string& name) {

@@ -15,14 +15,16 @@ tensors (float32, bfloat16, float64) with autograd: per-head masks, grouped-quer
 queries shorter than keys, and score modifiers (trnsparse.score: ALiBi, soft-capping).
 trnsparse.mask builds its masks (builders, stack, create_block_mask from a predicate);
 trnsparse.nn.MultiheadSparseAttention is the module. block_sparse_attention_tiled is
-0.6's single-head entry point.
+0.6's single-head entry point. choose_format advises CSR or a BSR block size for a
+matrix's products on this machine (BSRMatrix.from_csr(A, "auto") converts with it).
 """
 from . import _core
 from . import mask, nn, score
 from ._attention import AttentionMask, block_sparse_attention_tiled, sparse_attention
 from ._backend import HAS_NKI, get_backend, set_backend
+from ._advisor import choose_format
 from ._formats import (BSRMatrix, COOMatrix, CSRMatrix, block_stencil3d, elasticity3d, eye_sparse, from_dense,
-                       from_scipy, poisson3d)
+                       from_scipy, named_problem, poisson3d, random_blocks)
 from ._ops import (
     ShapeError,
     bsr_diagonal,
@@ -64,7 +66,9 @@ __all__ = [
     "eye_sparse", "from_dense", "from_scipy", "get_backend", "get_num_threads", "nnz_per_row", "set_backend",
     "set_num_threads", "sparse_add", "sparse_scale", "sparse_transpose", "spmm", "spmv", "spmv_symmetric",
     # generated problems
-    "block_stencil3d", "elasticity3d", "poisson3d",
+    "block_stencil3d", "elasticity3d", "named_problem", "poisson3d", "random_blocks",
+    # the format advisor
+    "choose_format",
     # screening and solvers
     "density_screen", "schwarz_bounds", "screen_quartets", "screened_spmm", "sparsity_stats", "JacobiPreconditioner",
     "cg_bsr", "chebyshev_bsr", "chebyshev_coeffs", "jacobi_preconditioner_bsr", "power_iteration_bsr",

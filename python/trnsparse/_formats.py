@@ -29,6 +29,7 @@ from ._interop import (
     dtype_of_name,
     from_array,
     index_tensor,
+    int_arg,
     values_tensor,
 )
 
@@ -143,8 +144,9 @@ class CSRMatrix:
     def to_csr(self) -> "CSRMatrix":
         return self
 
-    def to_bsr(self, block_size: int = DEFAULT_BLOCK_SIZE, threshold: float = 0.0) -> "BSRMatrix":
-        return BSRMatrix.from_csr(self, block_size, threshold)
+    def to_bsr(self, block_size: int | str = DEFAULT_BLOCK_SIZE, threshold: float = 0.0, *,
+               width: int = 1) -> "BSRMatrix":
+        return BSRMatrix.from_csr(self, block_size, threshold, width=width)
 
     def to_scipy(self):
         """A scipy.sparse.csr_matrix sharing this matrix's arrays (bf16 is widened to float32)."""
@@ -316,8 +318,18 @@ class BSRMatrix:
                                                      int(block_size), float(threshold)))
 
     @classmethod
-    def from_csr(cls, csr: CSRMatrix, block_size: int = DEFAULT_BLOCK_SIZE, threshold: float = 0.0) -> "BSRMatrix":
-        """Stores a block iff one of csr's entries in it has magnitude strictly above `threshold`."""
+    def from_csr(cls, csr: CSRMatrix, block_size: int | str = DEFAULT_BLOCK_SIZE, threshold: float = 0.0, *,
+                 width: int = 1) -> "BSRMatrix":
+        """Stores a block iff one of csr's entries in it has magnitude strictly above `threshold`.
+        block_size="auto" is the block size of choose_format(csr, width)'s fastest BSR
+        candidate, with the calibration in the default cache file (the first use for a
+        dtype and width measures this machine for a few seconds)."""
+        who = "BSRMatrix.from_csr"
+        width = int_arg(width, who, "width", 1)
+        if isinstance(block_size, str):
+            if block_size != "auto":
+                raise ValueError(f'{who}: block_size = {block_size!r} must be an int or "auto"')
+            return cls._from_handle(_core.csr_to_bsr_auto(csr._handle(), width, float(threshold)))
         return cls._from_handle(_core.csr_to_bsr(csr._handle(), int(block_size), float(threshold)))
 
     def to_dense(self) -> torch.Tensor:
@@ -392,3 +404,24 @@ def block_stencil3d(n: int, fields: int = 5, dtype: torch.dtype = torch.float64)
     coupled by dense fields x fields blocks; nonsymmetric, fields n^3 rows."""
     return CSRMatrix._from_handle(_core.generate("block_stencil3d", int(n), int(fields),
                                                  dtype_name(dtype, "block_stencil3d")))
+
+
+def random_blocks(n: int, block_size: int, block_density: float, seed: int = 0,
+                  dtype: torch.dtype = torch.float64) -> CSRMatrix:
+    """An n x n matrix of block_size x block_size blocks, each present with probability
+    `block_density` and then full (edge blocks cut at n), values uniform in [-1, 1): the
+    same matrix for a seed on every platform."""
+    seed = int_arg(seed, "random_blocks", "seed", 0)
+    if seed >= 1 << 64:
+        raise ValueError(f"random_blocks: seed = {seed} must be < 2**64")
+    return CSRMatrix._from_handle(_core.random_blocks(int(n), int(block_size), float(block_density), seed,
+                                                      dtype_name(dtype, "random_blocks")))
+
+
+def named_problem(spec: str, dtype: torch.dtype = torch.float64) -> CSRMatrix:
+    """The matrix a problem specification names, as the CLI's --problem takes it:
+    "poisson3d:N", "elasticity3d:N", "block_stencil3d:N[:FIELDS]" or
+    "random_blocks:N:B:DENSITY" (seed 0)."""
+    if not isinstance(spec, str):
+        raise TypeError(f"named_problem: spec must be a str, got {type(spec).__name__}")
+    return CSRMatrix._from_handle(_core.named_problem(spec, dtype_name(dtype, "named_problem")))

@@ -6,6 +6,8 @@ read past the end of the buffer.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import torch
 
@@ -50,6 +52,20 @@ def index_tensor(x, who: str, name: str) -> torch.Tensor:
             raise TypeError(f"{who}: {name} must hold integers, not {x.dtype}")
         x = x.to(torch.int64)
     return x.contiguous()
+
+
+def int_arg(value, who: str, name: str, minimum: int) -> int:
+    """`value` as an int >= minimum: TypeError for a non-integer (bools included),
+    ValueError for one out of range."""
+    if isinstance(value, bool):
+        raise TypeError(f"{who}: {name} must be an int, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{who}: {name} must be an int, got {type(value).__name__}") from None
+    if value < minimum:
+        raise ValueError(f"{who}: {name} = {value} must be >= {minimum}")
+    return value
 
 
 def check(condition: bool, message: str) -> None:

@@ -45,7 +45,8 @@ def test_nki_shim_exports_the_same_objects():
 def test_public_names():
     for name in ("CSRMatrix", "COOMatrix", "BSRMatrix", "from_dense", "from_scipy", "eye_sparse", "spmv", "spmm",
                  "spmv_symmetric", "sparse_add", "sparse_scale", "sparse_transpose", "nnz_per_row", "bsr_spmm",
-                 "bsr_diagonal", "set_backend", "get_backend", "HAS_NKI", "__version__"):
+                 "bsr_diagonal", "set_backend", "get_backend", "HAS_NKI", "__version__", "choose_format",
+                 "named_problem", "random_blocks"):
         assert hasattr(ts, name), name
 
 
