@@ -60,8 +60,7 @@ double estimate_fill(const CsrMatrix<T>& A, index_t block_size, double fraction,
 
 namespace {
 
-constexpr std::string_view kHeader = "trnsparse-calibration 1";
-constexpr double kEntries = 1 << 22;  // stored entries of a calibration matrix
+constexpr std::string_view kHeader = "trnsparse-calibration 2";
 
 bool known_dtype(std::string_view d) { return d == "fp32" || d == "fp64" || d == "bf16"; }
 
@@ -106,27 +105,72 @@ CsrMatrix<T> mesh_blocks(index_t block_rows, index_t per_row, index_t b) {
   return CsrMatrix<T>(n, n, std::move(ptr), std::move(idx), std::move(vals));
 }
 
-/// (ns per entry, ns per row) of block size b at `width`: from two mesh-like matrices of
-/// about kEntries stored entries with 7 and 27 blocks per block row when b <= 8 (the
-/// two times give both terms), else one with 7 per row (few rows: no row term).
+template <Value T>
+Dense<T> random_operand(index_t rows, index_t cols) {
+  detail::SplitMix64 rng{11};
+  Dense<T> B(rows, cols);
+  for (T& v : B.values()) v = detail::value_cast<T>(rng.symmetric());
+  return B;
+}
+
+/// The times of `reps` products of A in `format` after an untimed one, in ms, ascending.
+template <Value T>
+std::vector<double> product_times(const CsrMatrix<T>& A, Format format, index_t block_size, Workload workload,
+                                  int reps) {
+  using TY = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+  const Dense<T> B = random_operand<T>(A.cols(), workload.width);
+  Dense<TY> C(A.rows(), workload.width);
+  std::function<void()> product;
+  std::optional<BsrMatrix<T>> blocked;
+  if (format == Format::csr) {
+    product = [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); };
+  } else {
+    blocked.emplace(to_bsr(A, block_size));
+    product = [&] { spmm(acc_t<T>(1), *blocked, B.view(), acc_t<T>(0), C.view()); };
+  }
+  product();
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    product();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::ranges::sort(ms);
+  return ms;
+}
+
+
+/// The Speed of block size b at `width`: from two mesh-like matrices of about
+/// kLargeEntries stored entries with 7 and 27 blocks per block row when b <= 8 (the two
+/// times give both terms), else one with 7 per row (few rows: no row term); and the
+/// cached time per entry from one of kCachedEntries.
 template <Value T>
 Calibration::Speed measure_speed(index_t b, index_t width) {
   const Format f = b == 1 ? Format::csr : Format::bsr;
   struct Run {
     double ns, entries, rows;
   };
-  // Wide operands shrink the matrix, so that the operand (rows x width) stays near
-  // kEntries * 16 values: the speed per entry hardly depends on the matrix size there.
-  const double entries = kEntries * std::min(1.0, 16.0 / static_cast<double>(width));
-  const auto run = [&](index_t per_row) {
+  // Wide operands shrink the large matrix, so that the operand (rows x width) stays near
+  // kLargeEntries * 16 values.
+  const double large = Calibration::kLargeEntries * std::min(1.0, 16.0 / static_cast<double>(width));
+  const auto run = [&](index_t per_row, double entries = 0.0) {
+    if (entries == 0.0) entries = large;
     const index_t rows = std::max<index_t>(8, static_cast<index_t>(entries / static_cast<double>(per_row * b * b)));
     const CsrMatrix<T> A = mesh_blocks<T>(rows, per_row, b);
-    return Run{measure_product_ms(A, f, b, {.width = width}, 3) * 1e6, static_cast<double>(A.nnz()),
+    // The fastest of 7: on a shared machine a product's time only ever grows (another
+    // process takes a core, an OpenMP barrier waits for it), and one slow run must not
+    // stay in the cache.
+    return Run{product_times(A, f, b, {.width = width}, 7).front() * 1e6, static_cast<double>(A.nnz()),
                static_cast<double>(rows)};
+  };
+  // The cached speed: a matrix of kCachedEntries, its row term taken from the large runs.
+  const auto cached = [&](double per_row_ns) {
+    const Run r = run(b > 8 ? 7 : 27, Calibration::kCachedEntries);
+    return std::max(r.ns - per_row_ns * r.rows, 0.05 * r.ns) / r.entries;
   };
   if (b > 8) {
     const Run r = run(7);
-    return {r.ns / r.entries, 0.0};
+    return {r.ns / r.entries, 0.0, cached(0.0)};
   }
   const Run r1 = run(7), r2 = run(27);
   // ns = per_entry * entries + per_row * rows for both: two equations.
@@ -137,18 +181,18 @@ Calibration::Speed measure_speed(index_t b, index_t width) {
     per_entry = (r1.ns + r2.ns) / (r1.entries + r2.entries);
     per_row = 0.0;
   }
-  return {per_entry, per_row};
+  return {per_entry, per_row, cached(per_row)};
 }
 
-template <Value T>
-Dense<T> random_operand(index_t rows, index_t cols) {
-  detail::SplitMix64 rng{11};
-  Dense<T> B(rows, cols);
-  for (T& v : B.values()) v = detail::value_cast<T>(rng.symmetric());
-  return B;
-}
 
 }  // namespace
+
+double Calibration::Speed::per_entry(double entries) const {
+  if (!(ns_per_entry_cached > 0.0) || entries >= kLargeEntries) return ns_per_entry;
+  if (entries <= kCachedEntries) return ns_per_entry_cached;
+  const double t = std::log2(entries / kCachedEntries) / std::log2(kLargeEntries / kCachedEntries);
+  return ns_per_entry_cached + t * (ns_per_entry - ns_per_entry_cached);
+}
 
 void Calibration::set(std::string_view dtype, index_t width, index_t block_size, Speed s) {
   speeds_[{std::string(dtype), width, block_size}] = s;
@@ -185,7 +229,7 @@ std::string Calibration::serialize() const {
   out.precision(17);
   for (const auto& [key, s] : speeds_)
     out << std::get<0>(key) << ' ' << std::get<1>(key) << ' ' << std::get<2>(key) << ' ' << s.ns_per_entry << ' '
-        << s.ns_per_row << '\n';
+        << s.ns_per_row << ' ' << s.ns_per_entry_cached << '\n';
   out << "end\n";
   return out.str();
 }
@@ -211,9 +255,10 @@ Calibration Calibration::parse(std::string_view text, const std::string& machine
     std::string dtype, rest;
     index_t width = 0, b = 0;
     Speed s;
-    if (!(fields >> dtype >> width >> b >> s.ns_per_entry >> s.ns_per_row) || (fields >> rest) ||
-        !known_dtype(dtype) || width < 1 || !known_block_size(b) || !std::isfinite(s.ns_per_entry) ||
-        !std::isfinite(s.ns_per_row) || s.ns_per_entry <= 0.0 || s.ns_per_row < 0.0)
+    if (!(fields >> dtype >> width >> b >> s.ns_per_entry >> s.ns_per_row >> s.ns_per_entry_cached) ||
+        (fields >> rest) || !known_dtype(dtype) || width < 1 || !known_block_size(b) ||
+        !std::isfinite(s.ns_per_entry) || !std::isfinite(s.ns_per_row) || !std::isfinite(s.ns_per_entry_cached) ||
+        s.ns_per_entry <= 0.0 || s.ns_per_row < 0.0 || s.ns_per_entry_cached < 0.0)
       return fail(detail::concat("malformed line ", number));
     c.set(dtype, width, b, s);
   }
@@ -288,7 +333,7 @@ Advice advise(const CsrMatrix<T>& A, Workload workload, const Calibration& calib
   const double nnz = static_cast<double>(A.nnz());
   const auto predict = [&](index_t b, double stored) {
     const Calibration::Speed& s = *calibration.find(dtype, width, b);
-    return (stored * s.ns_per_entry + static_cast<double>(detail::ceil_div(A.rows(), b)) * s.ns_per_row) * 1e-6;
+    return (stored * s.per_entry(stored) + static_cast<double>(detail::ceil_div(A.rows(), b)) * s.ns_per_row) * 1e-6;
   };
   Advice advice;
   advice.candidates.push_back({Format::csr, 1, 1.0, predict(1, nnz)});
@@ -325,31 +370,14 @@ BsrMatrix<T> to_bsr(const CsrMatrix<T>& A, BlockSize, Workload workload) {
   return to_bsr(A, best ? best->block_size : index_t{2});
 }
 
+
 template <Value T>
 double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_size, Workload workload, int reps) {
   if (workload.width < 1)
     throw InvalidArgument(detail::concat("measure_product_ms: width = ", workload.width, " must be >= 1"));
   if (reps < 1) throw InvalidArgument(detail::concat("measure_product_ms: reps = ", reps, " must be >= 1"));
   detail::check_block_size(block_size, "measure_product_ms");
-  using TY = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
-  const Dense<T> B = random_operand<T>(A.cols(), workload.width);
-  Dense<TY> C(A.rows(), workload.width);
-  std::function<void()> product;
-  std::optional<BsrMatrix<T>> blocked;
-  if (format == Format::csr) {
-    product = [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); };
-  } else {
-    blocked.emplace(to_bsr(A, block_size));
-    product = [&] { spmm(acc_t<T>(1), *blocked, B.view(), acc_t<T>(0), C.view()); };
-  }
-  product();
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    product();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::ranges::sort(ms);
+  const std::vector<double> ms = product_times(A, format, block_size, workload, reps);
   return ms[ms.size() / 2];
 }
 

@@ -28,7 +28,8 @@ void BsrPlan::spmm(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std:
   const BsrStructure& s = *structure_;
   if (C.rows == 0 || C.cols == 0) return;
   const cpu::BsrProduct<TA, TY> prod{s.block_size(), s.rows(), s.cols(), s.block_cols(), B.cols,
-                                     s.block_row_ptr().data(), s.block_col_indices().data(), nullptr, false,
+                                     s.block_row_ptr().data(), s.block_col_indices().data(), compact_indices(false),
+                                     nullptr, false,
                                      A.blocks().data(), static_cast<index_t>(A.blocks().size()), nullptr, nullptr, alpha,
                                      beta, B.data, B.ld, C.data, C.ld};
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_cols(), row_split(detail::parts_for(s.block_rows(), detail::block_work(s, B.cols))));
@@ -45,7 +46,7 @@ void BsrPlan::spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView
   if (C.rows == 0 || C.cols == 0) return;
   const BscView& t = transposed();
   const cpu::BsrProduct<TA, TY> prod{s.block_size(), s.cols(), s.rows(), s.block_rows(), B.cols,
-                                     t.col_ptr.data(), t.row_idx.data(), t.perm.data(), true,
+                                     t.col_ptr.data(), t.row_idx.data(), compact_indices(true), t.perm.data(), true,
                                      A.blocks().data(), static_cast<index_t>(A.blocks().size()), nullptr, nullptr, alpha,
                                      beta, B.data, B.ld, C.data, C.ld};
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_rows(), col_split(detail::parts_for(s.block_cols(), detail::block_work(s, B.cols))));

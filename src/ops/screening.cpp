@@ -156,7 +156,7 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
     }
   });
   const kernels::cpu::BsrProduct<T, T> prod{b,       st.rows(),     st.cols(),  st.block_cols(), B.cols,
-                                            sc.kept_ptr.data(), sc.kept_idx.data(), nullptr, false, nullptr, 0,
+                                            sc.kept_ptr.data(), sc.kept_idx.data(), nullptr, nullptr, false, nullptr, 0,
                                             at.data(), packs.data(), T(1), T(0), B.data, B.ld, C.data, C.ld};
   const double work = static_cast<double>(kept) * static_cast<double>(b * b) * static_cast<double>(B.cols);
   const std::vector<index_t> split = detail::balanced_split(sc.kept_ptr, detail::parts_for(st.block_rows(), work));

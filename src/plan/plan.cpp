@@ -1,6 +1,8 @@
 #include "trnsparse/plan.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <list>
 #include <unordered_map>
 
@@ -11,8 +13,29 @@
 namespace trnsparse {
 
 
+namespace {
+
+/// Whether the small-block kernels read 32-bit copies of a structure's indices.
+bool wants_compact(const BsrStructure& s) {
+  return s.block_size() <= 8 && std::max(s.block_rows(), s.block_cols()) <= index_t{INT32_MAX};
+}
+
+std::vector<std::int32_t> narrowed(std::span<const index_t> idx) {
+  return {idx.begin(), idx.end()};  // each fits (wants_compact)
+}
+
+}  // namespace
+
 BsrPlan::BsrPlan(std::shared_ptr<const BsrStructure> structure) : structure_(std::move(structure)) {
   if (!structure_) throw InvalidArgument("plan: structure is null");
+  if (wants_compact(*structure_)) compact_ = narrowed(structure_->block_col_indices());
+}
+
+const std::int32_t* BsrPlan::compact_indices(bool transposed_view) const {
+  if (!wants_compact(*structure_)) return nullptr;
+  if (!transposed_view) return compact_.data();
+  (void)transposed();  // builds compact_transposed_ with the view
+  return compact_transposed_.data();
 }
 
 std::span<const index_t> BsrPlan::cached_split(std::vector<std::pair<int, std::vector<index_t>>>& cache, int parts,
@@ -33,6 +56,7 @@ const BscView& BsrPlan::transposed() const {
   std::call_once(transposed_once_, [this] {
     const BsrStructure& s = *structure_;
     transposed_ = detail::transposed_pattern(s.block_rows(), s.block_cols(), s.block_row_ptr(), s.block_col_indices());
+    if (wants_compact(s)) compact_transposed_ = narrowed(transposed_.row_idx);
   });
   return transposed_;
 }

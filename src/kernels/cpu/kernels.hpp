@@ -34,7 +34,8 @@ struct BsrProduct {
   index_t width;          // columns of B and C
   const index_t* ptr;
   const index_t* idx;
-  const index_t* perm;  // nullptr: identity
+  const std::int32_t* idx32;  // nullptr, or idx in 32 bits (read by the small-block kernels)
+  const index_t* perm;        // nullptr: identity
   bool trans_a;
   const TA* blocks;
   index_t stored;               // elements at `blocks` (n_blocks * b * b; 0 without)
@@ -47,6 +48,8 @@ struct BsrProduct {
   TY* C;
   index_t ldc;
 
+  /// Stored block q's block column (block row of B).
+  [[nodiscard]] index_t column(index_t q) const { return idx32 ? index_t{idx32[q]} : idx[q]; }
   /// Stored block q's values.
   [[nodiscard]] const TA* block(index_t q) const { return block_at ? block_at[q] : blocks + (perm ? perm[q] : q) * b * b; }
   /// Whether `n` elements from a (a stored block's values, or past them) lie within
