@@ -22,7 +22,35 @@ COLUMNS = {
              ("gbps", "GB/s", "{:.1f}"), ("stream_gbps", "STREAM GB/s", "{:.1f}"), ("eigen_ms", "Eigen ms", "{:.3f}"),
              ("speedup_vs_eigen", "× Eigen", "{:.2f}"), ("sym_ms", "symmetric ms", "{:.3f}"),
              ("sym_speedup_vs_eigen", "symmetric × Eigen", "{:.2f}")],
+    # `--section bsr --problem/--matrix`: the natural block size's row per matrix (all
+    # candidates are in the JSON), then the advisor's pick against the fastest.
+    "bsr-problem": [("problem", "matrix", "{}"), ("dtype", "dtype", "{}"), ("width", "width", "{}"),
+                    ("block_size", "b", "{}"), ("fill", "fill", "{:.2f}"), ("trnsparse_ms", "BSR ms", "{:.3f}"),
+                    ("csr_ms", "our CSR ms", "{:.3f}"), ("eigen_ms", "Eigen ms", "{:.3f}"),
+                    ("petsc_baij_ms", "PETSc BAIJ ms", "{:.3f}"), ("speedup_vs_csr", "× CSR", "{:.2f}"),
+                    ("speedup_vs_eigen", "× Eigen", "{:.1f}"), ("speedup_vs_petsc_baij", "× BAIJ", "{:.2f}")],
+    "advise": [("problem", "matrix", "{}"), ("dtype", "dtype", "{}"), ("width", "width", "{}"),
+               ("choice_block_size", "pick (1 = CSR)", "{}"), ("choice_ms", "pick ms", "{:.3f}"),
+               ("best_block_size", "fastest", "{}"), ("best_ms", "fastest ms", "{:.3f}"),
+               ("choice_vs_best", "pick ÷ fastest", "{:.3f}")],
 }
+
+# The block size a problem-mode table quotes: the matrix's natural one.
+NATURAL = {"elasticity3d": 3, "block_stencil3d": 5, "poisson3d": 1}
+
+
+def natural_block(row):
+    name, *args = row["problem"].split(":")
+    if name == "random_blocks":
+        return int(args[1])
+    return NATURAL.get(name)
+
+
+def section_of(row):
+    section = row.get("section")
+    if section == "bsr" and "problem" in row:
+        return "bsr-problem" if row.get("block_size") == natural_block(row) else None
+    return section
 
 
 def cell(row, key, fmt):
@@ -33,7 +61,7 @@ def cell(row, key, fmt):
 def main(paths):
     rows = [json.loads(line) for path in paths for line in open(path) if line.strip()]
     for section, columns in COLUMNS.items():
-        chosen = [r for r in rows if r.get("section") == section]
+        chosen = [r for r in rows if section_of(r) == section]
         if not chosen:
             continue
         print(f"\n{section} ({chosen[0].get('dtype')}, {chosen[0].get('threads')} threads, {chosen[0].get('isa')}):\n")

@@ -112,7 +112,8 @@ private:
 
 /// The calibration in `path` (default_path() when empty) covering (dtype, width): loaded,
 /// or measured and saved (with its directory) when the file is missing, unreadable,
-/// truncated, of another machine or version, lacks (dtype, width), or `refresh` is set.
+/// truncated, of another machine or version, lacks (dtype, width), or `refresh` is set
+/// (which keeps the file's speeds for other (dtype, width) pairs).
 /// `*status` (when not null) says which: "cached", or "measured: <reason>". A cache that
 /// cannot be written is not an error (the measurement is used once).
 Calibration load_calibration(std::string_view dtype, index_t width, const std::filesystem::path& path = {},

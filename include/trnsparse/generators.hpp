@@ -49,8 +49,9 @@ template <Value T> CsrMatrix<T> random_blocks(index_t n, index_t b, double block
 /// The matrix a problem specification names (the CLI's --problem, benchmarks):
 /// "poisson3d:N", "elasticity3d:N", "block_stencil3d:N" or "block_stencil3d:N:FIELDS",
 /// and "random_blocks:N:B:DENSITY" (seed 0).
-/// @throw InvalidArgument naming the specification and the forms expected, for an unknown
-/// name, a malformed or missing number, N outside [1, 2^20] or a generator's own error.
+/// @throw InvalidArgument naming the specification, for an unknown name, a malformed or
+/// missing number, N outside [1, 2^20], more than 2^32 blocks to draw (random_blocks), or
+/// a generator's own argument or size error.
 template <Value T> CsrMatrix<T> named_problem(std::string_view spec);
 
 }  // namespace trnsparse

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -291,9 +292,7 @@ Calibration load_calibration(std::string_view dtype, index_t width, const std::f
   const std::filesystem::path file = path.empty() ? Calibration::default_path() : path;
   std::string why;
   Calibration c;
-  if (refresh) {
-    why = "refresh asked";
-  } else if (file.empty()) {
+  if (file.empty()) {
     why = "no cache directory (XDG_CACHE_HOME and HOME unset)";
   } else if (std::ifstream in{file, std::ios::binary}; !in) {
     why = "no cache file " + file.string();
@@ -303,6 +302,7 @@ Calibration load_calibration(std::string_view dtype, index_t width, const std::f
     c = Calibration::parse(text.str(), Calibration::this_machine(), &why);
     if (why.empty() && !c.covers(dtype, width)) why = detail::concat("no speeds for ", std::string(dtype), " width ", width);
   }
+  if (refresh) why = "refresh asked";  // the file's other (dtype, width) speeds are kept
   if (why.empty()) {
     if (status) *status = "cached";
     return c;
@@ -312,7 +312,11 @@ Calibration load_calibration(std::string_view dtype, index_t width, const std::f
   if (!file.empty()) {  // written whole, then renamed: a reader never sees half a file
     std::error_code ec;
     std::filesystem::create_directories(file.parent_path(), ec);
-    const std::filesystem::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
+    // A name of its own per writer (process and call), so concurrent calibrations of one
+    // process never share a temporary file; the last rename wins, whole.
+    static std::atomic<unsigned> writers{0};
+    const std::filesystem::path tmp =
+        file.string() + ".tmp" + std::to_string(::getpid()) + "." + std::to_string(writers.fetch_add(1));
     if (std::ofstream out{tmp, std::ios::binary}; out && (out << c.serialize()) && (out.close(), !out.fail()))
       std::filesystem::rename(tmp, file, ec);
     std::filesystem::remove(tmp, ec);

@@ -296,12 +296,24 @@ CsrMatrix<T> named_problem(std::string_view spec) {
   if (f.empty() || !parse_number(f[0], n) || n < 1 || n > (index_t{1} << 20)) throw fail();
   index_t b = 0;
   double density = 0;
-  if (name == "poisson3d" && f.size() == 1) return poisson3d<T>(n);
-  if (name == "elasticity3d" && f.size() == 1) return elasticity3d<T>(n);
-  if (name == "block_stencil3d" && f.size() == 1) return block_stencil3d<T>(n);
-  if (name == "block_stencil3d" && f.size() == 2 && parse_number(f[1], b)) return block_stencil3d<T>(n, b);
-  if (name == "random_blocks" && f.size() == 3 && parse_number(f[1], b) && parse_number(f[2], density))
-    return random_blocks<T>(n, b, density, 0);
+  // The generators' own argument and size errors, with the specification named.
+  try {
+    if (name == "poisson3d" && f.size() == 1) return poisson3d<T>(n);
+    if (name == "elasticity3d" && f.size() == 1) return elasticity3d<T>(n);
+    if (name == "block_stencil3d" && f.size() == 1) return block_stencil3d<T>(n);
+    if (name == "block_stencil3d" && f.size() == 2 && parse_number(f[1], b)) return block_stencil3d<T>(n, b);
+    if (name == "random_blocks" && f.size() == 3 && parse_number(f[1], b) && parse_number(f[2], density)) {
+      // One draw per block of the grid: at most 2^32, seconds, not days.
+      if (b >= 1 && static_cast<double>(detail::ceil_div(n, b)) * static_cast<double>(detail::ceil_div(n, b)) > 0x1p32)
+        throw InvalidArgument(detail::concat("random_blocks: (N / B)^2 = ", detail::ceil_div(n, b), "^2 blocks to draw, ",
+                                             "at most 2^32"));
+      return random_blocks<T>(n, b, density, 0);
+    }
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::concat("problem \"", std::string(spec), "\": ", e.what()));
+  } catch (const OverflowError& e) {
+    throw InvalidArgument(detail::concat("problem \"", std::string(spec), "\": ", e.what()));
+  }
   throw fail();
 }
 

@@ -1,9 +1,12 @@
 // Validation and invariants of the storage formats: every error path of the validating
 // constructors (exception type, argument name and first offending position), COO and
 // CSR canonicalisation, BSR structure fingerprints, extents and padding.
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -444,6 +447,78 @@ TEST(Generators, BlockStencil3dHasDenseFieldBlocks) {
   EXPECT_EQ(block_stencil3d<float>(3, 2).rows(), 54);
   EXPECT_THROW(block_stencil3d<double>(2, 0), InvalidArgument);
   EXPECT_THROW(block_stencil3d<double>(-1), InvalidArgument);
+}
+
+/// random_blocks: every b x b block (cut at n on the edges) is stored whole or not at
+/// all, values in [-1, 1), the same matrix for the same seed.
+TEST(Generators, RandomBlocksStoresWholeBlocks) {
+  for (const auto& [n, b] : {std::pair<index_t, index_t>{12, 3}, {10, 3}, {20, 8}, {9, 1}}) {
+    SCOPED_TRACE("n " + std::to_string(n) + ", b " + std::to_string(b));
+    const CsrMatrix<double> A = random_blocks<double>(n, b, 0.4, 5);
+    ASSERT_EQ(A.rows(), n);
+    ASSERT_EQ(A.cols(), n);
+    // Entries per block, from the CSR arrays.
+    const index_t nb = ceil_div(n, b);
+    std::vector<index_t> count(static_cast<std::size_t>(nb * nb), 0);
+    for (index_t i = 0; i < n; ++i)
+      for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p)
+        ++count[static_cast<std::size_t>(i / b * nb + A.col_indices()[p] / b)];
+    index_t present = 0;
+    for (index_t I = 0; I < nb; ++I)
+      for (index_t J = 0; J < nb; ++J) {
+        const index_t c = count[static_cast<std::size_t>(I * nb + J)];
+        const index_t whole = (std::min(n, (I + 1) * b) - I * b) * (std::min(n, (J + 1) * b) - J * b);
+        EXPECT_TRUE(c == 0 || c == whole) << "block (" << I << ", " << J << ") holds " << c << " of " << whole;
+        present += c > 0;
+      }
+    EXPECT_GT(present, 0);
+    EXPECT_LT(present, nb * nb);  // 0.4 of 9 to 81 blocks: some present, some not (seed 5)
+    if (n % b == 0) EXPECT_EQ(A.nnz() % (b * b), 0);
+    for (const double v : A.values()) {
+      EXPECT_GE(v, -1.0);
+      EXPECT_LT(v, 1.0);
+    }
+    EXPECT_TRUE(same_csr(random_blocks<double>(n, b, 0.4, 5), A));
+  }
+  EXPECT_FALSE(same_csr(random_blocks<double>(12, 3, 0.4, 6), random_blocks<double>(12, 3, 0.4, 5)));
+  // Densities 0 and 1: nothing, and every element.
+  EXPECT_EQ(random_blocks<float>(10, 4, 0.0, 1).nnz(), 0);
+  EXPECT_EQ(random_blocks<float>(10, 4, 1.0, 1).nnz(), 100);
+  EXPECT_EQ(random_blocks<bf16>(0, 4, 0.5, 1).rows(), 0);
+  // The natural blocks are full: BSR with block b stores exactly the entries.
+  const CsrMatrix<double> A = random_blocks<double>(64, 4, 0.2, 9);
+  EXPECT_EQ(to_bsr(A, 4).n_blocks() * 16, A.nnz());
+}
+
+TEST(Generators, RandomBlocksRejectsBadArguments) {
+  EXPECT_THAT([] { random_blocks<double>(10, 0, 0.5, 1); }, throws_naming<InvalidArgument>("block size"));
+  EXPECT_THAT([] { random_blocks<double>(10, -2, 0.5, 1); }, throws_naming<InvalidArgument>("block size"));
+  EXPECT_THAT([] { random_blocks<double>(10, 2, -0.1, 1); }, throws_naming<InvalidArgument>("density"));
+  EXPECT_THAT([] { random_blocks<double>(10, 2, 1.5, 1); }, throws_naming<InvalidArgument>("density"));
+  EXPECT_THAT([] { random_blocks<double>(10, 2, std::nan(""), 1); }, throws_naming<InvalidArgument>("density"));
+  EXPECT_THAT([] { random_blocks<double>(-1, 2, 0.5, 1); }, throws_naming<InvalidArgument>("random_blocks: n"));
+}
+
+/// Each form of a problem specification builds what the generator it names builds.
+TEST(Generators, NamedProblemIsTheGeneratorItNames) {
+  EXPECT_TRUE(same_csr(named_problem<double>("poisson3d:3"), poisson3d<double>(3)));
+  EXPECT_TRUE(same_csr(named_problem<double>("elasticity3d:2"), elasticity3d<double>(2)));
+  EXPECT_TRUE(same_csr(named_problem<double>("block_stencil3d:2"), block_stencil3d<double>(2)));
+  EXPECT_TRUE(same_csr(named_problem<double>("block_stencil3d:2:3"), block_stencil3d<double>(2, 3)));
+  EXPECT_TRUE(same_csr(named_problem<double>("random_blocks:10:2:0.5"), random_blocks<double>(10, 2, 0.5, 0)));
+  EXPECT_TRUE(same_csr(named_problem<float>("elasticity3d:2"), elasticity3d<float>(2)));
+  EXPECT_TRUE(same_csr(named_problem<bf16>("random_blocks:9:4:1"), random_blocks<bf16>(9, 4, 1.0, 0)));
+}
+
+TEST(Generators, NamedProblemRejectsBadSpecsNamingThem) {
+  for (const std::string spec : {"", "poisson3d", "poisson3d:0", "poisson3d:-3", "poisson3d:x", "poisson3d:3x",
+                                 "poisson3d:3:4", "poisson3d:3:", ":3", "heat:3", "POISSON3D:3", "poisson3d:2000000",
+                                 "random_blocks:10:2", "random_blocks:10:2:0.5:1", "random_blocks:10:two:0.5",
+                                 "block_stencil3d:2:x", "block_stencil3d:2:0", "random_blocks:10:0:0.5",
+                                 "random_blocks:10:2:1.5"}) {
+    SCOPED_TRACE("spec \"" + spec + "\"");
+    EXPECT_THAT([&] { named_problem<double>(spec); }, throws_naming<InvalidArgument>("\"" + spec + "\""));
+  }
 }
 
 }  // namespace
