@@ -53,10 +53,11 @@ constexpr std::string_view dtype_name() {
 
 /// A machine's speed for each format: a product costs a time per stored entry plus
 /// ns_per_row per row (block row for BSR), keyed by (dtype, width, block size), where
-/// block size 1 is CSR. The time per entry is ns_per_entry for a matrix of
-/// kLargeEntries stored entries or more (streamed from memory), ns_per_entry_cached for
-/// kCachedEntries or fewer (from cache), and between the two on a log scale: compute
-/// separates the block sizes in cache, bytes from memory.
+/// block size 1 is CSR. The time per entry is ns_per_entry_cached for a matrix of
+/// kCachedEntries stored entries or fewer (measured: the compute of the format),
+/// ns_per_entry for kLargeEntries or more (streamed: the slower of that compute and the
+/// format's bytes per entry at the machine's read bandwidth), and between the two on a
+/// log scale: compute separates the block sizes in cache, bytes from memory.
 class Calibration {
 public:
   struct Speed {
@@ -67,7 +68,7 @@ public:
     [[nodiscard]] double per_entry(double entries) const;
   };
   static constexpr double kCachedEntries = 1 << 18;
-  static constexpr double kLargeEntries = 1 << 22;
+  static constexpr double kLargeEntries = 1 << 23;
   /// The block sizes measured and weighed, 1 meaning CSR.
   static constexpr index_t block_sizes[] = {1, 2, 3, 4, 5, 6, 8, 16, 32, 64, 128};
 
@@ -82,8 +83,8 @@ public:
   [[nodiscard]] const std::string& machine() const { return machine_; }
 
   /// Measures every block size at (dtype, width) on this machine with the current thread
-  /// count, on mesh-like block matrices of kLargeEntries and kCachedEntries stored
-  /// entries: a few seconds.
+  /// count, on mesh-like block matrices of kCachedEntries stored entries, and the read
+  /// bandwidth: about a second.
   /// `progress(done, total)` is called after each block size.
   /// @throw InvalidArgument for an unknown dtype or width < 1.
   void measure(std::string_view dtype, index_t width,

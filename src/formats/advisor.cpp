@@ -61,7 +61,7 @@ double estimate_fill(const CsrMatrix<T>& A, index_t block_size, double fraction,
 
 namespace {
 
-constexpr std::string_view kHeader = "trnsparse-calibration 2";
+constexpr std::string_view kHeader = "trnsparse-calibration 3";
 
 bool known_dtype(std::string_view d) { return d == "fp32" || d == "fp64" || d == "bf16"; }
 
@@ -141,21 +141,48 @@ std::vector<double> product_times(const CsrMatrix<T>& A, Format format, index_t 
 }
 
 
-/// The Speed of block size b at `width`: from two mesh-like matrices of about
-/// kLargeEntries stored entries with 7 and 27 blocks per block row when b <= 8 (the two
-/// times give both terms), else one with 7 per row (few rows: no row term); and the
-/// cached time per entry from one of kCachedEntries.
+/// The bytes a product streams per stored entry in BSR with b x b blocks (b = 1: CSR):
+/// the value and its share of a block index (32 bits where the kernels read a compact
+/// copy: blocks up to 8, and CSR of float and double).
 template <Value T>
-Calibration::Speed measure_speed(index_t b, index_t width) {
+double bytes_per_entry(index_t b) {
+  const bool compact = b == 1 ? !std::is_same_v<T, bf16> : b <= 8;
+  return static_cast<double>(sizeof(T)) + (compact ? 4.0 : 8.0) / static_cast<double>(b * b);
+}
+
+/// Bytes per ns the current thread count reads from memory: the best of 5 passes over
+/// 2^26 bytes, twice the L3 of the hosts this library meets, so that each pass streams.
+double read_bytes_per_ns() {
+  constexpr std::size_t n = std::size_t{1} << 23;  // doubles
+  std::vector<double> a(n, 1.0);
+  const int threads = num_threads();
+  double best = 0.0;
+  for (int rep = 0; rep < 5; ++rep) {
+    double sum = 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for num_threads(threads) reduction(+ : sum) schedule(static)
+    for (std::size_t i = 0; i < n; ++i) sum += a[i];
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    if (sum == 0.0) return 0.0;  // keeps the loop; never true
+    best = std::max(best, static_cast<double>(n * sizeof(double)) / ns);
+  }
+  return best;
+}
+
+/// The Speed of block size b at `width`, given the machine's read bandwidth: in cache,
+/// from two mesh-like matrices of kCachedEntries stored entries with 7 and 27 blocks per
+/// block row when b <= 8 (the two times give both terms), else one with 7 per row (few
+/// rows: no row term); streamed, the slower of that compute time and the bytes per
+/// entry at the bandwidth.
+template <Value T>
+Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns) {
   const Format f = b == 1 ? Format::csr : Format::bsr;
   struct Run {
     double ns, entries, rows;
   };
-  // Wide operands shrink the large matrix, so that the operand (rows x width) stays near
-  // kLargeEntries * 16 values.
-  const double large = Calibration::kLargeEntries * std::min(1.0, 16.0 / static_cast<double>(width));
-  const auto run = [&](index_t per_row, double entries = 0.0) {
-    if (entries == 0.0) entries = large;
+  // Wide operands shrink the matrix, so that the operand (rows x width) stays in cache too.
+  const double entries = Calibration::kCachedEntries * std::min(1.0, 16.0 / static_cast<double>(width));
+  const auto run = [&](index_t per_row) {
     const index_t rows = std::max<index_t>(8, static_cast<index_t>(entries / static_cast<double>(per_row * b * b)));
     const CsrMatrix<T> A = mesh_blocks<T>(rows, per_row, b);
     // The fastest of 7: on a shared machine a product's time only ever grows (another
@@ -164,25 +191,23 @@ Calibration::Speed measure_speed(index_t b, index_t width) {
     return Run{product_times(A, f, b, {.width = width}, 7).front() * 1e6, static_cast<double>(A.nnz()),
                static_cast<double>(rows)};
   };
-  // The cached speed: a matrix of kCachedEntries, its row term taken from the large runs.
-  const auto cached = [&](double per_row_ns) {
-    const Run r = run(b > 8 ? 7 : 27, Calibration::kCachedEntries);
-    return std::max(r.ns - per_row_ns * r.rows, 0.05 * r.ns) / r.entries;
-  };
+  double per_entry = 0.0, per_row = 0.0;
   if (b > 8) {
     const Run r = run(7);
-    return {r.ns / r.entries, 0.0, cached(0.0)};
+    per_entry = r.ns / r.entries;
+  } else {
+    const Run r1 = run(7), r2 = run(27);
+    // ns = per_entry * entries + per_row * rows for both: two equations.
+    const double det = r1.entries * r2.rows - r2.entries * r1.rows;
+    per_entry = (r1.ns * r2.rows - r2.ns * r1.rows) / det;
+    per_row = (r1.entries * r2.ns - r2.entries * r1.ns) / det;
+    if (!(per_row >= 0.0) || !(per_entry > 0.0)) {  // noise: the per-entry cost alone
+      per_entry = (r1.ns + r2.ns) / (r1.entries + r2.entries);
+      per_row = 0.0;
+    }
   }
-  const Run r1 = run(7), r2 = run(27);
-  // ns = per_entry * entries + per_row * rows for both: two equations.
-  const double det = r1.entries * r2.rows - r2.entries * r1.rows;
-  double per_entry = (r1.ns * r2.rows - r2.ns * r1.rows) / det;
-  double per_row = (r1.entries * r2.ns - r2.entries * r1.ns) / det;
-  if (!(per_row >= 0.0) || !(per_entry > 0.0)) {  // noise: the per-entry cost alone
-    per_entry = (r1.ns + r2.ns) / (r1.entries + r2.entries);
-    per_row = 0.0;
-  }
-  return {per_entry, per_row, cached(per_row)};
+  const double streamed = bytes_per_ns > 0.0 ? std::max(per_entry, bytes_per_entry<T>(b) / bytes_per_ns) : per_entry;
+  return {streamed, per_row, per_entry};
 }
 
 
@@ -215,10 +240,11 @@ void Calibration::measure(std::string_view dtype, index_t width, const std::func
   if (width < 1) throw InvalidArgument(detail::concat("Calibration::measure: width = ", width, " must be >= 1"));
   const int total = static_cast<int>(std::size(block_sizes));
   int done = 0;
+  const double bandwidth = read_bytes_per_ns();
   for (const index_t b : block_sizes) {
-    const Speed s = dtype == "fp32"   ? measure_speed<float>(b, width)
-                    : dtype == "fp64" ? measure_speed<double>(b, width)
-                                      : measure_speed<bf16>(b, width);
+    const Speed s = dtype == "fp32"   ? measure_speed<float>(b, width, bandwidth)
+                    : dtype == "fp64" ? measure_speed<double>(b, width, bandwidth)
+                                      : measure_speed<bf16>(b, width, bandwidth);
     set(dtype, width, b, s);
     if (progress) progress(++done, total);
   }

@@ -28,6 +28,30 @@ def run(*args, **kwargs):
     return subprocess.run([TRNSPARSE, *args], capture_output=True, text=True, timeout=120, **kwargs)
 
 
+def stderr_on_a_terminal(*args, timeout=120):
+    """Runs the tool with stderr on a pseudo-terminal: (the completed process, everything
+    written to the terminal, decoded)."""
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([TRNSPARSE, *args], stdout=subprocess.PIPE, stderr=slave, timeout=timeout, text=True)
+        os.close(slave)
+        slave = None
+        shown = b""
+        while select.select([master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the pty closed with the child
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if slave is not None:
+            os.close(slave)
+        os.close(master)
+    return proc, shown.decode()
+
+
 def json_lines(stdout):
     """Every line of stdout parsed as one JSON object."""
     return [json.loads(line) for line in stdout.splitlines()]
@@ -322,27 +346,8 @@ class Solve(CliTestCase):
     def test_progress_on_a_terminal_only(self):
         """With stderr on a pseudo-terminal, a progress line (iteration, residual, elapsed
         time, time left) is rewritten there; piped, or with --json, stderr stays empty."""
-        master, slave = pty.openpty()
-        try:
-            proc = subprocess.run([TRNSPARSE, "solve", "--poisson", "40", "--tol", "1e-10"], stdout=subprocess.PIPE,
-                                  stderr=slave, timeout=120, text=True)
-            os.close(slave)
-            slave = None
-            shown = b""
-            while select.select([master], [], [], 0.5)[0]:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # the pty closed with the child
-                    break
-                if not chunk:
-                    break
-                shown += chunk
-        finally:
-            if slave is not None:
-                os.close(slave)
-            os.close(master)
+        proc, text = stderr_on_a_terminal("solve", "--poisson", "40", "--tol", "1e-10")
         self.assertStatus(proc, 0)
-        text = shown.decode()
         self.assertRegex(text, r"^\r\x1b\[Kcg: iteration \d+, residual \d\.\d+e[-+]\d+, rate (nan|[\d.]+), [\d.]+ s elapsed")
         for update in text.split("\r\x1b[K")[2:-1]:  # later updates also estimate the time left
             # A slow start on a loaded machine can put the estimate past a minute: "1 min 19 s".
@@ -601,6 +606,28 @@ class Advise(CliTestCase):
         self.assertConsistentAdvice(a)
         self.assertEqual(a["calibration"], f"measured: no cache file {path}")
         self.assertFalse(os.path.exists(path))
+
+
+
+class AdviseProgress(CliTestCase):
+    """`advise` reports its calibration's progress on a terminal only (issue 19)."""
+
+    def test_calibration_progress_on_a_terminal_only(self):
+        with tempfile.TemporaryDirectory(prefix="trnsparse_cli_advise_progress_") as tmp:
+            calibration = os.path.join(tmp, "calibration.txt")
+            proc, text = stderr_on_a_terminal("advise", "--problem", "elasticity3d:3", "--calibration", calibration)
+            self.assertStatus(proc, 0)
+            self.assertRegex(text, r"^\r\x1b\[Kadvise: calibrating fp32 width 1 \(\d+/11 formats\), [\d.]+ s elapsed")
+            self.assertTrue(text.endswith("\r\x1b[K"), repr(text[-40:]))  # erased before the table
+            self.assertIn("choice:", proc.stdout)
+            self.assertNotIn("\r", proc.stdout)
+            # Piped, or with --json, stderr stays empty (--recalibrate measures again).
+            for extra in ([], ["--json"]):
+                with self.subTest(extra=extra):
+                    result = run("advise", "--problem", "elasticity3d:3", "--calibration", calibration,
+                                 "--recalibrate", *extra)
+                    self.assertStatus(result, 0)
+                    self.assertEqual(result.stderr, "")
 
 
 def main():

@@ -277,9 +277,10 @@ TEST(Calibration, TimePerEntryRunsFromCachedToStreamedOnALogScale) {
   EXPECT_EQ(s.per_entry(Calibration::kCachedEntries), 1.0);
   EXPECT_EQ(s.per_entry(Calibration::kLargeEntries), 2.0);
   EXPECT_EQ(s.per_entry(1e12), 2.0);
-  // 2^20 is halfway between 2^18 and 2^22 on the log scale.
-  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 20)), 1.5);
-  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 19)), 1.25);
+  // 2^20 and 2^19 lie 2/5 and 1/5 of the way from 2^18 to 2^23 on the log scale.
+  static_assert(Calibration::kCachedEntries == 0x1p18 && Calibration::kLargeEntries == 0x1p23);
+  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 20)), 1.4);
+  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 19)), 1.2);
   const Speed streamed_only{2.0, 5.0};
   EXPECT_EQ(streamed_only.per_entry(1.0), 2.0);
   EXPECT_EQ(streamed_only.per_entry(std::ldexp(1.0, 20)), 2.0);
