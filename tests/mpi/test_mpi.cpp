@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "mpi/collective.hpp"
 #include "trnsparse/trnsparse.hpp"
 #include "trnsparse/mpi.hpp"
 
@@ -444,6 +446,89 @@ TEST(MpiErrors, MismatchedShapesThrowOnEveryProcess) {
   const CsrMatrix<double> R(4, 5);
   EXPECT_THROW(DistCsrMatrix<double>::scatter(MPI_COMM_WORLD, rank() == 0 ? &R : nullptr), InvalidArgument);
   EXPECT_THROW(DistCsrMatrix<double>::scatter(MPI_COMM_WORLD, nullptr), InvalidArgument);
+}
+
+/// Throws exception kind `kind` with message "what" (ParseError: of "file.mtx", line 7).
+[[noreturn]] void throw_kind(int kind) {
+  switch (kind) {
+    case 0: throw InvalidArgument("what");
+    case 1: throw DimensionMismatch("what");
+    case 2: throw IndexError("what");
+    case 3: throw OverflowError("what");
+    case 4: throw IoError("what");
+    case 5: throw ParseError("file.mtx", 7, "what");
+    case 6: throw NotSupported("what");
+    case 7: throw std::runtime_error("what");
+    default: throw 42;  // not an exception class: "unknown exception"
+  }
+}
+
+/// Whether `error` is of kind `kind` (throw_kind's numbering; 7 and 8 arrive as
+/// std::runtime_error on the processes that did not throw them).
+bool is_kind(const std::exception_ptr& error, int kind) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ParseError& e) {
+    return kind == 5 && std::string(e.source()) == "file.mtx" && e.line() == 7;
+  } catch (const InvalidArgument&) {
+    return kind == 0;
+  } catch (const DimensionMismatch&) {
+    return kind == 1;
+  } catch (const IndexError&) {
+    return kind == 2;
+  } catch (const OverflowError&) {
+    return kind == 3;
+  } catch (const IoError&) {
+    return kind == 4;
+  } catch (const NotSupported&) {
+    return kind == 6;
+  } catch (const std::runtime_error&) {
+    return kind == 7 || kind == 8;
+  } catch (const int&) {
+    return kind == 8;
+  } catch (...) {
+    return false;
+  }
+}
+
+// detail::agree (mpi/collective.hpp) carries every kind of error from the process that
+// threw it to all the others: the same type (ParseError with its file and line), the
+// thrower's message after "process p: ", and the thrower itself rethrows its own.
+TEST(MpiErrors, EveryKindOfErrorReachesEveryProcess) {
+  const int thrower = world() - 1;
+  for (int kind = 0; kind <= 8; ++kind) {
+    SCOPED_TRACE(::testing::Message() << "kind " << kind);
+    std::exception_ptr error;
+    try {
+      detail::agree(MPI_COMM_WORLD, [&] {
+        if (rank() == thrower) throw_kind(kind);
+      });
+    } catch (...) {
+      error = std::current_exception();
+    }
+    ASSERT_TRUE(error) << "no error on process " << rank();
+    EXPECT_TRUE(is_kind(error, kind));
+    if (rank() == thrower) continue;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      const std::string expected = kind == 8 ? "unknown exception" : "what";
+      EXPECT_THAT(std::string(e.what()), HasSubstr(expected)) << e.what();
+      EXPECT_THAT(std::string(e.what()), HasSubstr(kind == 5 ? "(read by process " + std::to_string(thrower) + ")"
+                                                              : "process " + std::to_string(thrower) + ": "))
+          << e.what();
+    }
+  }
+  // No error anywhere: nothing thrown.
+  EXPECT_NO_THROW(detail::agree(MPI_COMM_WORLD, [] {}));
+  // An MPI count beyond INT_MAX is an OverflowError naming the message.
+  EXPECT_THROW((void)detail::count(index_t{1} << 32, "test message"), OverflowError);
+  EXPECT_THROW((void)detail::count(-1, "test message"), OverflowError);
+  // allsum adds in process order: every process gets the same total.
+  std::vector<double> partial{static_cast<double>(rank() + 1), 1.0};
+  detail::allsum(MPI_COMM_WORLD, partial);
+  EXPECT_EQ(partial[0], world() * (world() + 1) / 2.0);
+  EXPECT_EQ(partial[1], static_cast<double>(world()));
 }
 
 /// Prints the failures of a non-root process (rank 0 keeps Google Test's own printer).

@@ -90,7 +90,7 @@ void run_advise(const AdviseOptions& o, const CsrMatrix<double>& A64, const std:
   std::printf("%s: %lld x %lld, %lld non-zeros; %s products of width %lld\n", name.c_str(),
               static_cast<long long>(A.rows()), static_cast<long long>(A.cols()), static_cast<long long>(A.nnz()),
               std::string(dtype_name<T>()).c_str(), static_cast<long long>(o.width));
-  std::printf("%-8s %6s %10s %s\n", "format", "fill", "predicted", o.measure ? " measured" : "");
+  std::printf("%-8s %6s %10s%s\n", "format", "fill", "predicted", o.measure ? "   measured" : "");
   for (std::size_t i = 0; i < advice.candidates.size(); ++i) {
     const Candidate& c = advice.candidates[i];
     const std::string label = c.format == Format::csr ? "csr" : "bsr-" + std::to_string(c.block_size);
