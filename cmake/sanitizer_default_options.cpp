@@ -4,13 +4,10 @@
 //
 // detect_leaks=1: LeakSanitizer works here as root; it refuses to run under ptrace (a
 // debugger or strace attached), where ASAN_OPTIONS=detect_leaks=0 turns it off.
-// allocator_may_return_null=1: an allocation larger than the machine can give throws
-// std::bad_alloc as it does without ASan (instead of ASan ending the process), so the
-// out-of-memory tests run here too and LeakSanitizer checks what the unwinding freed.
 
 extern "C" const char* __asan_default_options() {
   return "detect_leaks=1:halt_on_error=1:check_initialization_order=1:strict_init_order=1:"
-         "detect_stack_use_after_return=1:allocator_may_return_null=1";
+         "detect_stack_use_after_return=1";
 }
 
 extern "C" const char* __ubsan_default_options() { return "halt_on_error=1:print_stacktrace=1"; }

@@ -93,7 +93,7 @@ def test_candidates_are_csr_then_bsr_by_block_size(first_advice):
 
 
 def test_the_cache_is_written_then_read(first_advice, cache_file, elasticity):
-    assert cache_file.read_text().startswith("trnsparse-calibration 1\n")
+    assert cache_file.read_text().startswith("trnsparse-calibration ")
     again = advice(elasticity)
     assert again["calibration"] == "cached"
     assert structure(again) == structure(first_advice)

@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -29,6 +31,62 @@
 #include "trnsparse/trnsparse.hpp"
 
 namespace trnsparse::test {
+
+// ---- the process's surroundings ---------------------------------------------------------
+
+/// A directory of its own under the system temporary directory (named from `prefix` and
+/// random digits), removed with its contents when the guard goes.
+class TempDir {
+public:
+  explicit TempDir(std::string_view prefix = "trnsparse_test_") {
+    std::random_device random;
+    path_ = std::filesystem::temp_directory_path() /
+            (std::string(prefix) + std::to_string(random()) + std::to_string(random()));
+    std::filesystem::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  /// Names of the files in the directory, sorted.
+  [[nodiscard]] std::vector<std::string> listing() const {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(path_)) names.push_back(entry.path().filename().string());
+    std::ranges::sort(names);
+    return names;
+  }
+
+private:
+  std::filesystem::path path_;
+};
+
+/// Environment variables set for a while and restored (or unset again) when the guard goes.
+class EnvGuard {
+public:
+  EnvGuard() = default;
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+  ~EnvGuard() {
+    for (const auto& [name, value] : saved_)
+      if (value) setenv(name.c_str(), value->c_str(), 1);
+      else unsetenv(name.c_str());
+  }
+  /// Sets (or, with nullptr, unsets) `name` until the guard goes.
+  void set(const char* name, const char* value) {
+    if (std::ranges::none_of(saved_, [&](const auto& s) { return s.first == name; })) {
+      const char* old = std::getenv(name);
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    }
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+
+private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 // ---- seeds ------------------------------------------------------------------------
 

@@ -364,28 +364,6 @@ TEST(Calibration, RejectsMalformedLinesNamingThem) {
 
 // ---- the calibration file ----------------------------------------------------------------
 
-/// A directory of its own under the system temporary directory, removed with its
-/// contents at the end of the test.
-class TempDir {
-public:
-  TempDir() {
-    std::random_device random;
-    path_ = fs::temp_directory_path() /
-            ("trnsparse_test_advisor_" + std::to_string(random()) + std::to_string(random()));
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
-private:
-  fs::path path_;
-};
-
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
@@ -400,7 +378,7 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 TEST(Calibration, LoadsACoveringCacheWithoutMeasuring) {
-  const TempDir dir;
+  const TempDir dir("trnsparse_test_advisor_");
   const fs::path file = dir.path() / "calibration.txt";
   Calibration c(Calibration::this_machine());
   for (const index_t b : Calibration::block_sizes) c.set("fp64", 3, b, graded_speed(b));
@@ -428,7 +406,7 @@ TEST(Calibration, LoadsACoveringCacheWithoutMeasuring) {
 /// The one test that measures (about a second): a missing cache is measured, saved with
 /// its directory, and then served. No speed is checked beyond being a valid one.
 TEST(Calibration, MeasuresAndSavesAMissingCache) {
-  const TempDir dir;
+  const TempDir dir("trnsparse_test_advisor_");
   const fs::path file = dir.path() / "new" / "calibration.txt";
   std::string status;
   std::vector<std::pair<int, int>> progress;
@@ -454,31 +432,6 @@ TEST(Calibration, MeasuresAndSavesAMissingCache) {
   EXPECT_EQ(load_calibration("fp32", 1, file, false, &status).serialize(), got.serialize());
   EXPECT_EQ(status, "cached");
 }
-
-/// Sets environment variables for one test and restores them after it.
-class EnvGuard {
-public:
-  EnvGuard(const EnvGuard&) = delete;
-  EnvGuard& operator=(const EnvGuard&) = delete;
-  EnvGuard() = default;
-  ~EnvGuard() {
-    for (const auto& [name, value] : saved_)
-      if (value) setenv(name.c_str(), value->c_str(), 1);
-      else unsetenv(name.c_str());
-  }
-  /// Sets (or, with nullptr, unsets) `name` until the guard goes.
-  void set(const char* name, const char* value) {
-    if (std::ranges::none_of(saved_, [&](const auto& s) { return s.first == name; })) {
-      const char* old = std::getenv(name);
-      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    }
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-
-private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
 
 TEST(Calibration, DefaultPathFollowsXdgCacheHomeThenHome) {
   EnvGuard env;

@@ -50,34 +50,6 @@ std::vector<std::tuple<index_t, index_t, double>> triplets(const CooMatrix<doubl
   return t;
 }
 
-/// A directory of its own under the system temporary directory, removed with its
-/// contents at the end of the test.
-class TempDir {
-public:
-  TempDir() {
-    std::random_device random;
-    path_ = fs::temp_directory_path() / ("trnsparse_test_io_" + std::to_string(random()) + std::to_string(random()));
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-  /// Names of the files in the directory, sorted.
-  [[nodiscard]] std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(path_)) names.push_back(entry.path().filename().string());
-    std::ranges::sort(names);
-    return names;
-  }
-
-private:
-  fs::path path_;
-};
-
 // ---- the reference files ------------------------------------------------------------
 
 TEST(MatrixMarketRead, Bus1138IsExpandedFromItsLowerTriangle) {
@@ -581,7 +553,7 @@ INSTANTIATE_TEST_SUITE_P(All, MatrixMarketRoundTrip,
 // ---- atomic file writes ------------------------------------------------------------------
 
 TEST(MatrixMarketAtomicWrite, WritesAndReplacesTheFileLeavingNoTemporary) {
-  const TempDir dir;
+  const TempDir dir("trnsparse_test_io_");
   const fs::path path = dir.path() / "a.mtx";
   const CooMatrix<double> A(2, 2, {0, 1}, {1, 0}, {1.0, 2.0});
   write_matrix_market(path, A);
@@ -594,14 +566,14 @@ TEST(MatrixMarketAtomicWrite, WritesAndReplacesTheFileLeavingNoTemporary) {
 }
 
 TEST(MatrixMarketAtomicWrite, MissingDirectoryIsAnIoErrorAndCreatesNothing) {
-  const TempDir dir;
+  const TempDir dir("trnsparse_test_io_");
   const fs::path path = dir.path() / "no_such_dir" / "a.mtx";
   EXPECT_THAT([&] { write_matrix_market(path, CooMatrix<double>(1, 1)); }, throws_naming<IoError>(path.string()));
   EXPECT_TRUE(dir.listing().empty());
 }
 
 TEST(MatrixMarketAtomicWrite, FailedRenameRemovesTheTemporary) {
-  const TempDir dir;
+  const TempDir dir("trnsparse_test_io_");
   const fs::path path = dir.path() / "taken";
   fs::create_directories(path / "child");  // a non-empty directory cannot be replaced by a file
   EXPECT_THAT([&] { write_matrix_market(path, CooMatrix<double>(1, 1)); }, throws_naming<IoError>(path.string()));
@@ -609,7 +581,7 @@ TEST(MatrixMarketAtomicWrite, FailedRenameRemovesTheTemporary) {
 }
 
 TEST(MatrixMarketAtomicWrite, RefusedMatrixLeavesTheOldFileUntouched) {
-  const TempDir dir;
+  const TempDir dir("trnsparse_test_io_");
   const fs::path path = dir.path() / "a.mtx";
   const CooMatrix<double> old(1, 1, {0}, {0}, {1.0});
   write_matrix_market(path, old);

@@ -454,23 +454,11 @@ TEST(RuntimeThreads, SetNumThreads) {
 class RuntimeEnvironmentDeathTest : public ::testing::Test {
 protected:
   RuntimeEnvironmentDeathTest() { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
-  ~RuntimeEnvironmentDeathTest() override {
-    for (const auto& [name, value] : saved_)
-      if (value) setenv(name.c_str(), value->c_str(), 1);
-      else unsetenv(name.c_str());
-  }
   /// Sets (or, with nullptr, unsets) an environment variable until the test ends.
-  void set_env(const char* name, const char* value) {
-    if (std::ranges::none_of(saved_, [&](const auto& s) { return s.first == name; })) {
-      const char* old = std::getenv(name);
-      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    }
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
+  void set_env(const char* name, const char* value) { env_.set(name, value); }
 
 private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+  EnvGuard env_;
 };
 
 /// Exits 0 when `check()` holds, 1 otherwise (and 2 on any exception).
