@@ -28,7 +28,7 @@ static_assert(kPairNR == panel_width<bf16>(), "pair panels follow bsr_tile.inc's
 
 template <class TY>
 bool use_pairs(const BsrProduct<bf16, TY>& p) {
-  return p.width > 1 && p.b % 2 == 0 && !p.trans_a && !small_block(p.b);
+  return p.width > 1 && p.b % 2 == 0 && !p.trans_a && !small_kernel(p);
 }
 
 template <class TY>
