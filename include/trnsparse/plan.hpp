@@ -67,8 +67,8 @@ private:
                                         bool columns) const;
   /// The block column indices (with `transposed`: the BSC view's block row indices) in
   /// 32 bits, for the small-block kernels, whose index stream is an eighth of their
-  /// traffic at b = 3 with 8-byte indices; null when the blocks are larger than 8 or
-  /// the indices need more bits.
+  /// traffic at b = 3 with 8-byte indices; null for block sizes those kernels do not
+  /// serve or indices that need more bits.
   const std::int32_t* compact_indices(bool transposed) const;
   std::shared_ptr<const BsrStructure> structure_;
   std::vector<std::int32_t> compact_;

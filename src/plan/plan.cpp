@@ -6,6 +6,7 @@
 #include <list>
 #include <unordered_map>
 
+#include "kernels/cpu/kernels.hpp"
 #include "plan/pattern.hpp"
 #include "plan/split.hpp"
 #include "runtime/checks.hpp"
@@ -17,7 +18,8 @@ namespace {
 
 /// Whether the small-block kernels read 32-bit copies of a structure's indices.
 bool wants_compact(const BsrStructure& s) {
-  return s.block_size() <= 8 && std::max(s.block_rows(), s.block_cols()) <= index_t{INT32_MAX};
+  return std::ranges::find(kernels::cpu::kSmallBlockSizes, s.block_size()) != std::end(kernels::cpu::kSmallBlockSizes) &&
+         std::max(s.block_rows(), s.block_cols()) <= index_t{INT32_MAX};
 }
 
 std::vector<std::int32_t> narrowed(std::span<const index_t> idx) {

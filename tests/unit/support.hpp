@@ -512,6 +512,25 @@ inline Reference reference_add(double alpha, const Dense<double>& A, double beta
   return ref;
 }
 
+/// The `uplo` triangle (with the diagonal) of A, as spmv_symmetric and the solvers'
+/// stored-triangle operators take it.
+template <Value T>
+CsrMatrix<T> triangle_of(const CsrMatrix<T>& A, Triangle uplo) {
+  std::vector<index_t> ptr{0}, col;
+  std::vector<T> val;
+  for (index_t i = 0; i < A.rows(); ++i) {
+    for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p) {
+      const index_t j = A.col_indices()[p];
+      if (uplo == Triangle::upper ? j >= i : j <= i) {
+        col.push_back(j);
+        val.push_back(A.values()[p]);
+      }
+    }
+    ptr.push_back(static_cast<index_t>(col.size()));
+  }
+  return {A.rows(), A.cols(), std::move(ptr), std::move(col), std::move(val)};
+}
+
 /// One triangle of a large banded symmetric matrix, built from arrays (no dense n x n):
 /// the diagonals at `offsets` (>= 0) from the main one and, when `arrow`, a full last
 /// column (upper) or row (lower), whose mirrored entries reach across the whole matrix.

@@ -79,21 +79,6 @@ TEST_F(CallerThreads, BsrProductsShareOnePlan) {
   }
 }
 
-/// The upper triangle (with the diagonal) of a square A.
-CsrMatrix<double> upper_of(const CsrMatrix<double>& A) {
-  std::vector<index_t> ptr{0}, idx;
-  std::vector<double> vals;
-  for (index_t i = 0; i < A.rows(); ++i) {
-    for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p)
-      if (A.col_indices()[p] >= i) {
-        idx.push_back(A.col_indices()[p]);
-        vals.push_back(A.values()[p]);
-      }
-    ptr.push_back(static_cast<index_t>(idx.size()));
-  }
-  return CsrMatrix<double>(A.rows(), A.cols(), std::move(ptr), std::move(idx), std::move(vals));
-}
-
 TEST_F(CallerThreads, CsrAnalysesBuiltOnceUnderConcurrentFirstUse) {
   const CsrMatrix<double> A = poisson3d<double>(12);
   const std::vector<double> x(static_cast<std::size_t>(A.cols()), 0.5);
@@ -107,9 +92,9 @@ TEST_F(CallerThreads, CsrAnalysesBuiltOnceUnderConcurrentFirstUse) {
     y.insert(y.end(), z.begin(), z.end());
     return y;
   };
-  const std::vector<double> alone = product(A, upper_of(A), x);
+  const std::vector<double> alone = product(A, triangle_of(A, Triangle::upper), x);
   // Fresh matrices share nothing built: the callers race to build their analyses first.
-  const CsrMatrix<double> fresh = poisson3d<double>(12), fresh_upper = upper_of(fresh);
+  const CsrMatrix<double> fresh = poisson3d<double>(12), fresh_upper = triangle_of(fresh, Triangle::upper);
   expect_same_from_every_caller(alone, [&](int) { return product(fresh, fresh_upper, x); });
 }
 

@@ -25,23 +25,6 @@ const std::string data_dir = TRNSPARSE_TEST_DATA_DIR;
 
 CsrMatrix<double> bus1138() { return to_csr(read_matrix_market(data_dir + "/1138_bus.mtx").entries); }
 
-/// The `uplo` triangle (with the diagonal) of A.
-CsrMatrix<double> triangle_of(const CsrMatrix<double>& A, Triangle uplo) {
-  std::vector<index_t> ptr{0}, col;
-  std::vector<double> val;
-  for (index_t i = 0; i < A.rows(); ++i) {
-    for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p) {
-      const index_t j = A.col_indices()[p];
-      if (uplo == Triangle::upper ? j >= i : j <= i) {
-        col.push_back(j);
-        val.push_back(A.values()[p]);
-      }
-    }
-    ptr.push_back(static_cast<index_t>(col.size()));
-  }
-  return {A.rows(), A.cols(), std::move(ptr), std::move(col), std::move(val)};
-}
-
 Eigen::SparseMatrix<double, Eigen::RowMajor> to_eigen(const CsrMatrix<double>& A) {
   std::vector<Eigen::Triplet<double>> t;
   for (index_t i = 0; i < A.rows(); ++i)
@@ -513,17 +496,7 @@ namespace {
 /// column) gives the full matrix's product.
 TEST(LinearOperatorCoverage, StoredTriangleOnSeveralColumns) {
   const CsrMatrix<double> A = poisson3d<double>(5);
-  std::vector<index_t> ptr{0}, idx;
-  std::vector<double> val;
-  for (index_t i = 0; i < A.rows(); ++i) {
-    for (index_t k = A.row_ptr()[i]; k < A.row_ptr()[i + 1]; ++k)
-      if (A.col_indices()[k] >= i) {
-        idx.push_back(A.col_indices()[k]);
-        val.push_back(A.values()[k]);
-      }
-    ptr.push_back(static_cast<index_t>(idx.size()));
-  }
-  const CsrMatrix<double> U(A.rows(), A.cols(), ptr, idx, val);
+  const CsrMatrix<double> U = triangle_of(A, Triangle::upper);
   const LinearOperator<double> half(U, Triangle::upper), full(A);
   Dense<double> X(A.rows(), 3), Y(A.rows(), 3), Z(A.rows(), 3);
   for (index_t i = 0; i < A.rows(); ++i)

@@ -59,6 +59,12 @@ struct BsrProduct {
   }
 };
 
+/// The block sizes with kernels of their own (small_block_tile.inc: each size compiled
+/// separately, the natural blocks of finite-element and CFD matrices); the others run
+/// the packed tiling. BsrPlan keeps 32-bit block indices for these sizes, which the
+/// small-block kernels read.
+inline constexpr index_t kSmallBlockSizes[] = {2, 3, 4, 5, 6, 8};
+
 template <class TA, class TY>
 struct BsrKernels {
   /// Bytes of the packed B (shared by all threads) and of one thread's workspace.
