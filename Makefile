@@ -6,7 +6,7 @@
 #   make build     Release build into build/ (the tool is build/bin/trnsparse)
 #   make demo      build, then run `build/bin/trnsparse demo`
 #   make check     the whole test suite of build/
-#   make asan      Debug build with ASan + UBSan into build-asan/, its "unit" and "cli" tests
+#   make asan      Debug build with ASan + UBSan into build-asan/, its "unit", "cli" and "oom" tests
 #   make fuzz      clang build into build-fuzz/, each fuzzer for FUZZ_SECONDS on its seed corpus
 #   make tsan      clang ThreadSanitizer build into build-tsan/, the unit tests of threaded code
 #                  (not part of `make test`: run it before each release; see docs/architecture.md)

@@ -2,10 +2,9 @@
 // the array where the library sizes it itself, std::bad_alloc elsewhere; the CLI maps
 // both to exit 1, Python to MemoryError or OverflowError), and the library works after.
 // The requests are tens of terabytes: no machine grants them, with or without overcommit.
-// Under AddressSanitizer these tests skip: ASan's operator new ends the process when an
-// allocation fails instead of throwing (whatever allocator_may_return_null says), so a
-// failed allocation cannot be survived there, and leaks after one are not checked by a
-// sanitizer.
+// This binary replaces operator new (throwing_new.cpp), so the tests run under
+// AddressSanitizer too, where LeakSanitizer checks at exit that every unwinding freed what
+// it had allocated.
 #include <gtest/gtest.h>
 
 #include <new>
@@ -14,24 +13,10 @@
 #include "trnsparse/convert.hpp"
 #include "trnsparse/error.hpp"
 #include "trnsparse/ops.hpp"
+#include "runtime/workspace.hpp"
 
 namespace trnsparse::test {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
-
-#define SKIP_UNDER_ASAN() \
-  if (kAsan) GTEST_SKIP() << "ASan's operator new ends the process on a failed allocation"
 
 /// An n x n matrix with two entries, at its corners.
 CsrMatrix<double> corners(index_t n) {
@@ -42,7 +27,6 @@ CsrMatrix<double> corners(index_t n) {
 }
 
 TEST(OutOfMemory, ConversionThrowsAfterBuildingItsStructure) {
-  SKIP_UNDER_ASAN();
   // Two blocks of (2^21)² doubles: 2^46 bytes of values, requested after the block
   // structure (small) is built, so the unwinding frees it.
   const CsrMatrix<double> A = corners(index_t{1} << 22);
@@ -53,10 +37,17 @@ TEST(OutOfMemory, ConversionThrowsAfterBuildingItsStructure) {
 }
 
 TEST(OutOfMemory, DenseResultThrowsBadAlloc) {
-  SKIP_UNDER_ASAN();
   // A (2^22 x 2^22) dense copy: 2^47 bytes.
   const CsrMatrix<double> A = corners(index_t{1} << 22);
   EXPECT_THROW((void)to_dense(A), std::bad_alloc);
+}
+
+TEST(OutOfMemory, WorkspaceThrowsAndKeepsItsBuffer) {
+  // The per-thread workspace (aligned_alloc, not operator new): a failed growth throws and
+  // leaves the buffer it had, which the next request reuses.
+  std::byte* small = detail::thread_workspace(4096, detail::Workspace::kernel);
+  EXPECT_THROW((void)detail::thread_workspace(std::size_t{1} << 46, detail::Workspace::kernel), OverflowError);
+  EXPECT_EQ(detail::thread_workspace(4096, detail::Workspace::kernel), small);
 }
 
 }  // namespace
