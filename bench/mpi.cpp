@@ -3,6 +3,7 @@
 //     mpirun -np 1 build/bin/trnsparse-mpi-bench --poisson 100
 //     mpirun -np 2 build/bin/trnsparse-mpi-bench --poisson 100
 //     build/bin/trnsparse-mpi-bench --baij elasticity3d:24 --block-size 3
+//     build/bin/trnsparse-mpi-bench --sbaij elasticity3d:24 --block-size 3
 //
 // Every process generates its rows of the 3D Poisson matrix (poisson3d, 7-point) and
 // hands the same CSR arrays to trnsparse (DistCsrMatrix) and to PETSc (MATMPIAIJ).
@@ -83,8 +84,10 @@ double global_norm(const std::vector<double>& v) {
 /// `--baij SOURCE --block-size B [--reps R]`, one process: PETSc's MatMult on the matrix
 /// SOURCE names (a named_problem spec, or a Matrix Market file) stored as MATSEQBAIJ with
 /// B x B blocks (the baseline of `trnsparse bench --section bsr --problem`). Prints
-/// petsc_baij_ms and the relative difference from trnsparse's BSR product.
-int run_baij(const std::string& source, index_t b, int reps) {
+/// petsc_baij_ms and the relative difference from trnsparse's BSR product. `--sbaij`
+/// (symmetric): MATSEQSBAIJ, PETSc's half storage (the upper block triangle, diagonal
+/// blocks whole), printed as petsc_sbaij_ms.
+int run_baij(const std::string& source, index_t b, int reps, bool symmetric) {
   const trnsparse::CsrMatrix<double> A = std::filesystem::exists(source)
                                              ? trnsparse::to_csr(trnsparse::read_matrix_market(source).entries)
                                              : trnsparse::named_problem<double>(source);
@@ -94,7 +97,8 @@ int run_baij(const std::string& source, index_t b, int reps) {
     return 1;
   }
   const trnsparse::BsrMatrix<double> B = trnsparse::to_bsr(A, b);
-  const auto& s = B.structure();
+  const trnsparse::BsrMatrix<double> stored = symmetric ? trnsparse::triangle(B, trnsparse::Triangle::upper) : B;
+  const auto& s = stored.structure();
   std::vector<PetscInt> ia(s.block_row_ptr().begin(), s.block_row_ptr().end()),
       ja(s.block_col_indices().begin(), s.block_col_indices().end());
   Mat M;
@@ -102,10 +106,14 @@ int run_baij(const std::string& source, index_t b, int reps) {
   check(MatSetSizes(M, static_cast<PetscInt>(A.rows()), static_cast<PetscInt>(A.cols()), static_cast<PetscInt>(A.rows()),
                     static_cast<PetscInt>(A.cols())),
         "MatSetSizes");
-  check(MatSetType(M, MATSEQBAIJ), "MatSetType");
+  check(MatSetType(M, symmetric ? MATSEQSBAIJ : MATSEQBAIJ), "MatSetType");
   // Row-oriented blocks (PETSc's default MAT_ROW_ORIENTED): trnsparse's block layout.
-  check(MatSeqBAIJSetPreallocationCSR(M, static_cast<PetscInt>(b), ia.data(), ja.data(), B.blocks().data()),
-        "MatSeqBAIJSetPreallocationCSR");
+  if (symmetric)
+    check(MatSeqSBAIJSetPreallocationCSR(M, static_cast<PetscInt>(b), ia.data(), ja.data(), stored.blocks().data()),
+          "MatSeqSBAIJSetPreallocationCSR");
+  else
+    check(MatSeqBAIJSetPreallocationCSR(M, static_cast<PetscInt>(b), ia.data(), ja.data(), stored.blocks().data()),
+          "MatSeqBAIJSetPreallocationCSR");
   Vec px, py;
   check(MatCreateVecs(M, &px, &py), "MatCreateVecs");
   std::vector<double> x(static_cast<std::size_t>(A.cols())), y(static_cast<std::size_t>(A.rows()));
@@ -124,8 +132,9 @@ int run_baij(const std::string& source, index_t b, int reps) {
     ref = std::max(ref, std::fabs(p[i]));
   }
   check(VecRestoreArrayRead(py, &p), "VecRestoreArrayRead");
-  std::printf("{\"bench\":\"baij\",\"block_size\":%lld,\"n\":%lld,\"petsc_baij_ms\":%.6g,\"rel_diff\":%.3g}\n",
-              static_cast<long long>(b), static_cast<long long>(A.rows()), ms, ref > 0 ? diff / ref : diff);
+  const char* kind = symmetric ? "sbaij" : "baij";
+  std::printf("{\"bench\":\"%s\",\"block_size\":%lld,\"n\":%lld,\"petsc_%s_ms\":%.6g,\"rel_diff\":%.3g}\n", kind,
+              static_cast<long long>(b), static_cast<long long>(A.rows()), kind, ms, ref > 0 ? diff / ref : diff);
   check(VecDestroy(&px), "VecDestroy");
   check(VecDestroy(&py), "VecDestroy");
   check(MatDestroy(&M), "MatDestroy");
@@ -137,7 +146,7 @@ int run_baij(const std::string& source, index_t b, int reps) {
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  if (argc >= 3 && std::string(argv[1]) == "--baij") {
+  if (argc >= 3 && (std::string(argv[1]) == "--baij" || std::string(argv[1]) == "--sbaij")) {
     index_t b = 0;
     int reps = 20;
     for (int i = 3; i + 1 < argc; i += 2) {
@@ -150,7 +159,7 @@ int main(int argc, char** argv) {
     check(PetscInitialize(&petsc_argc, &petsc_argv, nullptr, nullptr), "PetscInitialize");
     int status = 1;
     try {
-      status = run_baij(argv[2], b, reps);
+      status = run_baij(argv[2], b, reps, std::string(argv[1]) == "--sbaij");
     } catch (const std::exception& e) {
       std::fprintf(stderr, "trnsparse-mpi-bench: %s\n", e.what());
     }

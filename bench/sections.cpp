@@ -2,13 +2,16 @@
 // sizes and, measured in the same run on the same data, trnsparse and its baselines.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "attention.hpp"
 #include "baselines.hpp"
@@ -262,13 +265,15 @@ void bsr_section(const Options& o, int threads, const Emit& emit) {
 /// PETSc was found) times MatMult of the matrix `source` names (a named_problem spec or
 /// a Matrix Market file) as MATSEQBAIJ with b x b blocks, in double on one process with
 /// one thread per process as PETSc runs; NaN when the binary is absent or failed.
-double petsc_baij_ms(const Options& o, const std::string& source, index_t b) {
+/// `kind` "sbaij": MATSEQSBAIJ, the upper block triangle.
+double petsc_baij_ms(const Options& o, const std::string& source, index_t b, const std::string& kind = "baij") {
   if (o.self.empty()) return NAN;
   const std::filesystem::path child = std::filesystem::path(o.self).parent_path() / "trnsparse-mpi-bench";
   if (!std::filesystem::exists(child)) return NAN;
-  const std::string cmd = "'" + child.string() + "' --baij '" + source + "' --block-size " + std::to_string(b) +
-                          " --reps " + std::to_string(std::max(o.reps, 5) * 4) + " 2>/dev/null";
-  return field(child_row(cmd, {"petsc_baij_ms"}), "petsc_baij_ms");
+  const std::string cmd = "'" + child.string() + "' --" + kind + " '" + source + "' --block-size " +
+                          std::to_string(b) + " --reps " + std::to_string(std::max(o.reps, 5) * 4) + " 2>/dev/null";
+  const std::string key = "petsc_" + kind + "_ms";
+  return field(child_row(cmd, {key.c_str()}), key.c_str());
 }
 
 /// |C - A B| / (|A| |B|) on 4096 sampled rows for a float64 CSR A and any B, C.
@@ -283,10 +288,68 @@ double product_rel_err(const CsrMatrix<double>& A, DenseView<const TB> B, DenseV
       [&](index_t i, index_t j) { return static_cast<double>(static_cast<float>(C(i, j))); });
 }
 
+/// Whether A equals its transpose, values to a few units of T's rounding of its largest
+/// entry (a generator's a_ij and a_ji may be summed in different orders, and cancel to
+/// different tiny values).
+template <class T>
+bool is_symmetric(const CsrMatrix<T>& A) {
+  if (A.rows() != A.cols()) return false;
+  const CsrMatrix<T> t = transpose(A);
+  const double eps = std::is_same_v<T, double> ? 0x1p-52 : std::is_same_v<T, float> ? 0x1p-23 : 0x1p-7;
+  double scale = 0.0;
+  for (const T v : A.values()) scale = std::max(scale, std::fabs(static_cast<double>(acc_t<T>(v))));
+  return std::ranges::equal(A.row_ptr(), t.row_ptr()) && std::ranges::equal(A.col_indices(), t.col_indices()) &&
+         std::ranges::equal(A.values(), t.values(), [&](T a, T b) {
+           return std::fabs(static_cast<double>(acc_t<T>(a)) - static_cast<double>(acc_t<T>(b))) <= 4 * eps * scale;
+         });
+}
+
+/// Half storage of a symmetric A, SpMV (a "bsr-symmetric" row per block size): the BSR
+/// upper block triangle against the full BSR with the same blocks, our CSR upper
+/// triangle, our full CSR and, in double, PETSc's SBAIJ.
+template <class T, class TC>
+void symmetric_rows(const Options& o, int threads, const std::string& name, const std::string& source,
+                    const CsrMatrix<T>& A, const CsrMatrix<double>& A_rounded, std::span<const index_t> block_sizes,
+                    double csr_ms, int reps, const Emit& emit) {
+  const Dense<T> x = random_dense<T>(A.cols(), 1, 8);
+  Dense<TC> y(A.rows(), 1);
+  const CsrMatrix<T> U = triangle(A, Triangle::upper);
+  const double csr_symmetric_ms =
+      median_ms(reps, [&] { spmv_symmetric(acc_t<T>(1), U, Triangle::upper, x.values(), acc_t<T>(0), y.values()); });
+  for (const index_t b : block_sizes) {
+    const BsrMatrix<T> full = to_bsr(A, b);
+    const BsrMatrix<T> half = triangle(full, Triangle::upper);
+    const double full_ms = median_ms(reps, [&] { spmv(acc_t<T>(1), full, x.values(), acc_t<T>(0), y.values()); });
+    const double ms = median_ms(
+        reps, [&] { spmv_symmetric(acc_t<T>(1), half, Triangle::upper, x.values(), acc_t<T>(0), y.values()); });
+    const double err = product_rel_err<T, TC>(A_rounded, x.view(), y.view());
+    const double petsc = std::is_same_v<T, double> && A.rows() % b == 0 ? petsc_baij_ms(o, source, b, "sbaij") : NAN;
+    Row row = header("bsr-symmetric", o, threads);
+    row.insert(row.end(), {{"problem", str(name)},
+                           {"n", num(A.rows())},
+                           {"nnz", num(A.nnz())},
+                           {"width", num(1)},
+                           {"block_size", num(b)},
+                           {"stored_blocks", num(half.n_blocks())},
+                           {"trnsparse_ms", num(ms)},
+                           {"bsr_full_ms", num(full_ms)},
+                           {"csr_symmetric_ms", num(csr_symmetric_ms)},
+                           {"csr_ms", num(csr_ms)},
+                           {"petsc_sbaij_ms", num(petsc)},
+                           {"speedup_vs_bsr_full", num(full_ms / ms)},
+                           {"speedup_vs_csr_symmetric", num(csr_symmetric_ms / ms)},
+                           {"speedup_vs_petsc_sbaij", num(petsc / ms)},
+                           {"rel_err", num(err)}});
+    emit(row);
+  }
+}
+
 /// The bsr section on real and generated matrices (--problem, --matrix): for each matrix
 /// and width, every candidate the advisor weighs (CSR, BSR block sizes) is converted and
 /// timed (brute force), next to Eigen's CSR and PETSc's BAIJ on the same matrix; one row
 /// per candidate, then an "advise" row comparing the advisor's pick with the fastest.
+/// For a symmetric matrix at width 1, also the half storage (symmetric_rows) for the
+/// candidates' small block sizes.
 template <class T, class TC>
 void problem_section(const Options& o, int threads, const Emit& emit) {
   using G = Baseline<T>;
@@ -346,6 +409,12 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
                                {"advisor_choice", chosen ? "true" : "false"},
                                {"rel_err", num(err)}});
         emit(row);
+      }
+      if (width == 1 && is_symmetric(A)) {
+        std::vector<index_t> small;
+        for (const Candidate& c : advice.candidates)
+          if (c.format == Format::bsr && c.block_size <= 8) small.push_back(c.block_size);
+        symmetric_rows<T, TC>(o, threads, name, source, A, A_rounded, small, csr_ms, reps, emit);
       }
       Row row = header("advise", o, threads);
       row.insert(row.end(), {{"problem", str(name)},

@@ -29,6 +29,13 @@ COLUMNS = {
                     ("csr_ms", "our CSR ms", "{:.3f}"), ("eigen_ms", "Eigen ms", "{:.3f}"),
                     ("petsc_baij_ms", "PETSc BAIJ ms", "{:.3f}"), ("speedup_vs_csr", "× CSR", "{:.2f}"),
                     ("speedup_vs_eigen", "× Eigen", "{:.1f}"), ("speedup_vs_petsc_baij", "× BAIJ", "{:.2f}")],
+    # The half storage of a symmetric matrix, SpMV, at its natural block size.
+    "bsr-symmetric": [("problem", "matrix", "{}"), ("dtype", "dtype", "{}"), ("block_size", "b", "{}"),
+                      ("trnsparse_ms", "BSR half ms", "{:.3f}"), ("bsr_full_ms", "BSR full ms", "{:.3f}"),
+                      ("csr_symmetric_ms", "CSR half ms", "{:.3f}"), ("csr_ms", "CSR full ms", "{:.3f}"),
+                      ("petsc_sbaij_ms", "PETSc SBAIJ ms", "{:.3f}"), ("speedup_vs_bsr_full", "× BSR full", "{:.2f}"),
+                      ("speedup_vs_csr_symmetric", "× CSR half", "{:.2f}"),
+                      ("speedup_vs_petsc_sbaij", "× SBAIJ", "{:.2f}")],
     "advise": [("problem", "matrix", "{}"), ("dtype", "dtype", "{}"), ("width", "width", "{}"),
                ("choice_block_size", "pick (1 = CSR)", "{}"), ("choice_ms", "pick ms", "{:.3f}"),
                ("best_block_size", "fastest", "{}"), ("best_ms", "fastest ms", "{:.3f}"),
@@ -48,8 +55,9 @@ def natural_block(row):
 
 def section_of(row):
     section = row.get("section")
-    if section == "bsr" and "problem" in row:
-        return "bsr-problem" if row.get("block_size") == natural_block(row) else None
+    if section in ("bsr", "bsr-symmetric") and "problem" in row:
+        name = "bsr-problem" if section == "bsr" else section
+        return name if row.get("block_size") == natural_block(row) else None
     return section
 
 

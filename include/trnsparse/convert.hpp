@@ -50,6 +50,12 @@ template <Value T> BsrMatrix<T> transpose(const BsrMatrix<T>& A);
 /// The n x n identity.
 template <Value T> CsrMatrix<T> eye_csr(index_t n);
 template <Value T> BsrMatrix<T> eye_bsr(index_t n, index_t block_size = default_block_size);
+/// The half storage `spmv_symmetric` reads: the entries at column >= row (upper) or
+/// <= row (lower). O(nnz + rows).
+template <Value T> CsrMatrix<T> triangle(const CsrMatrix<T>& A, Triangle uplo);
+/// The block triangle: the blocks at block column >= block row (upper) or <= (lower),
+/// diagonal blocks whole (spmv_symmetric reads their own triangle). O(stored values).
+template <Value T> BsrMatrix<T> triangle(const BsrMatrix<T>& A, Triangle uplo);
 /// Element-wise value conversion (rounding to nearest even when narrowing to bf16).
 template <Value To, Value From> CsrMatrix<To> cast(const CsrMatrix<From>& A);
 template <Value To, Value From> BsrMatrix<To> cast(const BsrMatrix<From>& A);

@@ -42,6 +42,16 @@ Dense<TA> bsr_spmm(const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta,
                     std::span<TY> y);
+/// The same for a BSR A storing S's `uplo` block triangle: the blocks at block column >=
+/// block row (upper) or <= (lower), each off-diagonal block whole. A diagonal block is
+/// read in its own `uplo` triangle only (the other may hold anything: the triangle of a
+/// symmetric CSR matrix converted with `to_bsr`, or a whole symmetric block). Block sizes
+/// 2 to 6 and 8 run vectorised kernels on several threads; others run the scalar
+/// reference kernel on one. @throw IndexError if A has a block outside that triangle;
+/// InvalidArgument if A is not square.
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void spmv_symmetric(acc_t<TA> alpha, const BsrMatrix<TA>& A, Triangle uplo,
+                    std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta, std::span<TY> y);
 
 // ---- gradients and sampled products ---------------------------------------------------
 /// Sampled dense-dense product on out's structure (SDDMM): every stored block k at block

@@ -26,6 +26,10 @@
 
 namespace trnsparse {
 
+namespace detail {
+struct SymmetricChunks;
+}  // namespace detail
+
 /// The transposed block pattern: block column j of A holds the stored blocks
 /// `perm[col_ptr[j]] .. perm[col_ptr[j+1]-1]` (positions in A's block order), lying in
 /// block rows `row_idx[col_ptr[j]] ..`, ascending.
@@ -62,6 +66,12 @@ public:
   void spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std::type_identity_t<TA>> B,
                        acc_t<TA> beta, DenseView<TY> C) const;
 
+  /// y = alpha * S * x + beta * y for the symmetric S of which A, with this plan's
+  /// structure, stores the `uplo` block triangle (see ops.hpp `spmv_symmetric`).
+  template <Value TA, class TY> requires OutputFor<TA, TY>
+  void spmv_symmetric(acc_t<TA> alpha, const BsrMatrix<TA>& A, Triangle uplo,
+                      std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta, std::span<TY> y) const;
+
 private:
   std::span<const index_t> cached_split(std::vector<std::pair<int, std::vector<index_t>>>& cache, int parts,
                                         bool columns) const;
@@ -75,6 +85,10 @@ private:
   mutable std::once_flag transposed_once_;
   mutable BscView transposed_;
   mutable std::vector<std::int32_t> compact_transposed_;
+  /// The chunking of the block triangle `uplo` (symmetric products), built on first use.
+  const detail::SymmetricChunks& symmetric_chunks(Triangle uplo) const;
+  mutable std::once_flag symmetric_once_[2];
+  mutable std::shared_ptr<const detail::SymmetricChunks> symmetric_[2];
   mutable std::mutex split_mutex_;
   mutable std::vector<std::pair<int, std::vector<index_t>>> row_splits_;
   mutable std::vector<std::pair<int, std::vector<index_t>>> col_splits_;

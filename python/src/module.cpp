@@ -277,6 +277,20 @@ void bind_ops(py::module_& m) {
         h.m);
   });
   m.def("transpose", [](const H& h) { return run(h, [](const auto& A) { return H{transpose(A)}; }); });
+  m.def("triangle", [](const H& h, bool upper) {
+    return run(h, [&](const auto& A) { return H{triangle(A, upper ? Triangle::upper : Triangle::lower)}; });
+  });
+  m.def("spmv_symmetric", [](double alpha, const H& h, bool upper, const DenseArg& x, double beta, const DenseArg& y) {
+    run(h, [&](const auto& A) {
+      using T = matrix_value_t<decltype(A)>;
+      const DenseView<const T> xv = view_of<const T>(x);
+      const DenseView<T> yv = view_of<T>(y);
+      spmv_symmetric(static_cast<acc_t<T>>(alpha), A, upper ? Triangle::upper : Triangle::lower,
+                     std::span<const T>(xv.data, static_cast<std::size_t>(xv.rows)), static_cast<acc_t<T>>(beta),
+                     std::span<T>(yv.data, static_cast<std::size_t>(yv.rows)));
+      return 0;
+    });
+  });
   m.def("nnz_per_row", [](const H& h) {
     auto v = run(h, [](const auto& A) { return nnz_per_row(A); });
     return vector_array(std::move(v));
@@ -760,18 +774,6 @@ PYBIND11_MODULE(_core, m) {
   // ---- operations ----
   bind_ops<Csr, CsrMatrix>(m);
   bind_ops<Bsr, BsrMatrix>(m);
-  m.def("spmv_symmetric",
-        [](double alpha, const Csr& h, bool upper, const DenseArg& x, double beta, const DenseArg& y) {
-          run(h, [&](const auto& A) {
-            using T = matrix_value_t<decltype(A)>;
-            const DenseView<const T> xv = view_of<const T>(x);
-            const DenseView<T> yv = view_of<T>(y);
-            spmv_symmetric(static_cast<acc_t<T>>(alpha), A, upper ? Triangle::upper : Triangle::lower,
-                           std::span<const T>(xv.data, static_cast<std::size_t>(xv.rows)), static_cast<acc_t<T>>(beta),
-                           std::span<T>(yv.data, static_cast<std::size_t>(yv.rows)));
-            return 0;
-          });
-        });
   m.def("bsr_spmm", [](const Bsr& h, const DenseArg& B) {
     return std::visit(
         [&](const auto& A) {

@@ -36,6 +36,7 @@ from ._ops import (
     spmm,
     spmv,
     spmv_symmetric,
+    triangle,
 )
 from ._screening import density_screen, schwarz_bounds, screen_quartets, screened_spmm, sparsity_stats
 from ._solvers import (
@@ -64,7 +65,7 @@ def get_num_threads() -> int:
 __all__ = [
     "BSRMatrix", "COOMatrix", "CSRMatrix", "HAS_NKI", "ShapeError", "__version__", "bsr_diagonal", "bsr_spmm",
     "eye_sparse", "from_dense", "from_scipy", "get_backend", "get_num_threads", "nnz_per_row", "set_backend",
-    "set_num_threads", "sparse_add", "sparse_scale", "sparse_transpose", "spmm", "spmv", "spmv_symmetric",
+    "set_num_threads", "sparse_add", "sparse_scale", "sparse_transpose", "spmm", "spmv", "spmv_symmetric", "triangle",
     # generated problems
     "block_stencil3d", "elasticity3d", "named_problem", "poisson3d", "random_blocks",
     # the format advisor

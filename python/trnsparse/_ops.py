@@ -185,23 +185,41 @@ def bsr_spmm(A: BSRMatrix, B) -> torch.Tensor:
     return from_array(_core.bsr_spmm(A._handle(), dense_arg(B)), dtype)
 
 
-def spmv_symmetric(A, x, alpha: float = 1.0, uplo: str = "upper") -> torch.Tensor:
-    """alpha * S @ x for the symmetric S of which A (CSR or COO) holds the `uplo`
-    ("upper" or "lower") triangle including the diagonal."""
-    who = "spmv_symmetric"
+def _uplo(uplo: str, who: str) -> bool:
     if uplo not in ("upper", "lower"):
         raise ValueError(f'{who}: uplo must be "upper" or "lower", got {uplo!r}')
+    return uplo == "upper"
+
+
+def spmv_symmetric(A, x, alpha: float = 1.0, uplo: str = "upper") -> torch.Tensor:
+    """alpha * S @ x for the symmetric S of which A holds one triangle (`uplo`: "upper"
+    or "lower"). CSR or COO: the entries on that side of the diagonal, the diagonal
+    included. BSR: the block triangle (the blocks on that side of the block diagonal);
+    a diagonal block is read in its own `uplo` triangle only, so a whole symmetric block
+    or a triangular one both work. `triangle(A, uplo)` makes either from a full A.
+    Block sizes 2 to 6 and 8 run vectorised kernels on every thread; half the matrix's
+    bytes, so about twice the speed of `spmv` from memory."""
+    who = "spmv_symmetric"
+    upper = _uplo(uplo, who)
     A = _compute_format(A, who)
-    if not isinstance(A, CSRMatrix):
-        raise TypeError(f"{who}: A must be a CSRMatrix or COOMatrix, got {type(A).__name__}")
     if A.shape[0] != A.shape[1]:
         raise ShapeError(f"{who}: A is {_shape_str(A)}, not square")
     x = dense_operand(x, A.dtype, 1, who, "x")
     if x.shape[0] != A.shape[1]:
         raise ShapeError(f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
     out = torch.empty(A.shape[0], dtype=A.dtype)
-    _core.spmv_symmetric(float(alpha), A._handle(), uplo == "upper", dense_arg(x), 0.0, dense_arg(out))
+    _core.spmv_symmetric(float(alpha), A._handle(), upper, dense_arg(x), 0.0, dense_arg(out))
     return out
+
+
+def triangle(A, uplo: str = "upper"):
+    """The half storage `spmv_symmetric` reads, from a full A: CSR or COO (a CSRMatrix
+    back), the entries on the `uplo` side of the diagonal; BSR, the blocks on that side
+    of the block diagonal, diagonal blocks whole."""
+    who = "triangle"
+    upper = _uplo(uplo, who)
+    A = _compute_format(A, who)
+    return _from_handle(A, _core.triangle(A._handle(), upper))
 
 
 def sparse_add(A, B, alpha: float = 1.0, beta: float = 1.0):

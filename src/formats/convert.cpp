@@ -2,6 +2,7 @@
 #include "trnsparse/convert.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "plan/pattern.hpp"
 #include "runtime/checks.hpp"
@@ -257,6 +258,52 @@ BsrMatrix<T> eye_bsr(index_t n, index_t block_size) {
   return out;
 }
 
+namespace {
+
+/// The rows' entries (`unit` values each) at column >= row (upper) or <= row (lower), as
+/// (ptr, idx, values).
+template <Value T>
+std::tuple<std::vector<index_t>, std::vector<index_t>, std::vector<T>> keep_triangle(std::span<const index_t> ptr,
+                                                                                       std::span<const index_t> idx,
+                                                                                       std::span<const T> values,
+                                                                                       index_t unit, Triangle uplo) {
+  const index_t rows = static_cast<index_t>(ptr.size()) - 1;
+  std::vector<index_t> out_ptr = detail::make_vector<index_t>(rows + 1, "triangle: row pointers");
+  index_t kept = 0;
+  for (index_t i = 0; i < rows; ++i) {
+    for (index_t q = ptr[i]; q < ptr[i + 1]; ++q) kept += uplo == Triangle::upper ? idx[q] >= i : idx[q] <= i;
+    out_ptr[i + 1] = kept;
+  }
+  std::vector<index_t> out_idx = detail::make_vector<index_t>(kept, "triangle: indices");
+  std::vector<T> out_values = detail::make_vector<T>(detail::checked_mul(kept, unit, "triangle: values"),
+                                                     "triangle: values");
+  index_t k = 0;
+  for (index_t i = 0; i < rows; ++i)
+    for (index_t q = ptr[i]; q < ptr[i + 1]; ++q)
+      if (uplo == Triangle::upper ? idx[q] >= i : idx[q] <= i) {
+        out_idx[k] = idx[q];
+        std::copy_n(values.begin() + q * unit, unit, out_values.begin() + k * unit);
+        ++k;
+      }
+  return {std::move(out_ptr), std::move(out_idx), std::move(out_values)};
+}
+
+}  // namespace
+
+template <Value T>
+CsrMatrix<T> triangle(const CsrMatrix<T>& A, Triangle uplo) {
+  auto [ptr, idx, values] = keep_triangle(A.row_ptr(), A.col_indices(), A.values(), 1, uplo);
+  return CsrMatrix<T>(A.rows(), A.cols(), std::move(ptr), std::move(idx), std::move(values));
+}
+
+template <Value T>
+BsrMatrix<T> triangle(const BsrMatrix<T>& A, Triangle uplo) {
+  const BsrStructure& s = A.structure();
+  auto [ptr, idx, values] =
+      keep_triangle(s.block_row_ptr(), s.block_col_indices(), A.blocks(), s.block_size() * s.block_size(), uplo);
+  return BsrMatrix<T>(A.rows(), A.cols(), s.block_size(), std::move(ptr), std::move(idx), std::move(values));
+}
+
 template <Value To, Value From>
 static std::vector<To> cast_values(std::span<const From> v) {
   std::vector<To> out(v.size());
@@ -297,7 +344,9 @@ Dense<To> cast(DenseView<const From> A) {
   template CsrMatrix<T> transpose<T>(const CsrMatrix<T>&);                                    \
   template BsrMatrix<T> transpose<T>(const BsrMatrix<T>&);                                    \
   template CsrMatrix<T> eye_csr<T>(index_t);                                                  \
-  template BsrMatrix<T> eye_bsr<T>(index_t, index_t);
+  template BsrMatrix<T> eye_bsr<T>(index_t, index_t);                                         \
+  template CsrMatrix<T> triangle<T>(const CsrMatrix<T>&, Triangle);                           \
+  template BsrMatrix<T> triangle<T>(const BsrMatrix<T>&, Triangle);
 TRNSPARSE_INSTANTIATE(float)
 TRNSPARSE_INSTANTIATE(double)
 TRNSPARSE_INSTANTIATE(bf16)

@@ -143,7 +143,9 @@ void symmetric_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, s
                                                     x.data(),
                                                     y.data(),
                                                     out,
-                                                    reinterpret_cast<Acc*>(mem)};
+                                                    reinterpret_cast<Acc*>(mem),
+                                                    1,
+                                                    A.rows()};
   std::byte* locals = mem + window_bytes + out_bytes;
   const auto& kernel = dispatch::symmetric_kernels<TA, TY>();
   // Chunks go to threads in any order: each chunk's result is the same wherever it runs.
@@ -162,6 +164,12 @@ template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x,
                     acc_t<TA> beta, std::span<TY> y) {
   symmetric_product(alpha, A, uplo, x, beta, y, nullptr);
+}
+
+template <Value TA, class TY> requires OutputFor<TA, TY>
+void spmv_symmetric(acc_t<TA> alpha, const BsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x,
+                    acc_t<TA> beta, std::span<TY> y) {
+  plan(A)->spmv_symmetric(alpha, A, uplo, x, beta, y);
 }
 
 template <Value T>
@@ -186,6 +194,8 @@ template double detail::spmv_symmetric_dot(const CsrMatrix<double>&, Triangle, s
   template void spmm<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>, DenseView<TY>);    \
   template void spmm<TA, TY>(acc_t<TA>, const BsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>, DenseView<TY>);    \
   template void spmv_symmetric<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, Triangle, std::span<const TA>, acc_t<TA>, \
+                                       std::span<TY>);                                                          \
+  template void spmv_symmetric<TA, TY>(acc_t<TA>, const BsrMatrix<TA>&, Triangle, std::span<const TA>, acc_t<TA>, \
                                        std::span<TY>);                                                          \
   template void spmm_transposed<TA, TY>(acc_t<TA>, const CsrMatrix<TA>&, DenseView<const TA>, acc_t<TA>,        \
                                         DenseView<TY>);

@@ -11,7 +11,7 @@
 namespace trnsparse::detail {
 
 SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,
-                                 Triangle uplo) {
+                                 Triangle uplo, index_t chunk_entries) {
   const bool upper = uplo == Triangle::upper;
   SymmetricChunks s;
   // Rows are sorted, so a row's first (upper) or last (lower) entry decides whether it
@@ -33,7 +33,7 @@ SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::s
   if (s.bad_row >= 0) return s;
 
   const index_t nnz = ptr[n];
-  index_t m = std::clamp<index_t>(nnz / kSymmetricChunkEntries, 1, kMaxSymmetricChunks);
+  index_t m = std::clamp<index_t>(nnz / chunk_entries, 1, kMaxSymmetricChunks);
   for (;; m = std::max<index_t>(1, m / 2)) {
     const auto bounds = balanced_split(ptr, static_cast<int>(m));
     s.bounds.assign(bounds.begin(), bounds.end());

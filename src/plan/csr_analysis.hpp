@@ -43,9 +43,10 @@ inline constexpr index_t kSymmetricChunkEntries = index_t{1} << 16;
 inline constexpr index_t kMaxSymmetricChunks = 64;
 inline constexpr index_t kMinSymmetricChunks = 8;
 
-/// Analyses one triangle of an n x n structure. O(nnz + n log chunks).
+/// Analyses one triangle of an n x n structure, chunks of about `chunk_entries` stored
+/// entries (a BSR block triangle's entries are blocks). O(nnz + n log chunks).
 SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,
-                                 Triangle uplo);
+                                 Triangle uplo, index_t chunk_entries = kSymmetricChunkEntries);
 
 /// Column indices narrowed to 32 bits, or empty when the columns do not fit them. The
 /// products are memory-bound: reading 4 bytes per entry instead of 8 cuts a double

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "kernels/cpu/kernels.hpp"
+#include "plan/csr_analysis.hpp"
 #include "plan/pattern.hpp"
 #include "plan/split.hpp"
 #include "runtime/checks.hpp"
@@ -61,6 +62,20 @@ const BscView& BsrPlan::transposed() const {
     if (wants_compact(s)) compact_transposed_ = narrowed(transposed_.row_idx);
   });
   return transposed_;
+}
+
+const detail::SymmetricChunks& BsrPlan::symmetric_chunks(Triangle uplo) const {
+  const int t = uplo == Triangle::upper ? 0 : 1;
+  std::call_once(symmetric_once_[t], [&] {
+    const BsrStructure& s = *structure_;
+    // Chunks of about as many entries as a CSR triangle's: kSymmetricChunkEntries / b²
+    // blocks, so that a matrix spreads over as many threads in either format.
+    const index_t b2 = s.block_size() * s.block_size();
+    const index_t chunk_blocks = std::max<index_t>(1, detail::kSymmetricChunkEntries / b2);
+    symmetric_[t] = std::make_shared<const detail::SymmetricChunks>(
+        detail::symmetric_chunks(s.block_rows(), s.block_row_ptr(), s.block_col_indices(), uplo, chunk_blocks));
+  });
+  return *symmetric_[t];
 }
 
 // ---- the cache ------------------------------------------------------------------------

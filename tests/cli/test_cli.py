@@ -414,6 +414,37 @@ class Bench(CliTestCase):
         self.assertIn("sym_ms", rows[1])
         self.assertNotIn("sym_ms", rows[2])  # ani1 is not exactly symmetric
 
+    def test_bsr_problem_mode_times_every_candidate_and_the_half_storage(self):
+        """`--problem`: a row per candidate the advisor weighs, an advise row per width and,
+        for a symmetric matrix at width 1, a half-storage row per small block size. The
+        calibration goes to a fresh cache directory."""
+        env = dict(os.environ, XDG_CACHE_HOME=self.path("cache"))
+        result = run("bench", "--json", "--reps", "1", "--threads", "2", "--section", "bsr", "--dtype", "fp64",
+                     "--problem", "elasticity3d:5", "--widths", "1,8", env=env)
+        self.assertStatus(result, 0)
+        rows = json_lines(result.stdout)
+        for width in (1, 8):
+            candidates = [r for r in rows if r["section"] == "bsr" and r["width"] == width]
+            (advice,) = [r for r in rows if r["section"] == "advise" and r["width"] == width]
+            self.assertIn(3, [r["block_size"] for r in candidates])  # the natural block
+            self.assertEqual(sum(r["advisor_choice"] for r in candidates), 1)
+            for r in candidates:
+                self.assertLessEqual({"problem", "format", "block_size", "fill", "trnsparse_ms", "csr_ms", "eigen_ms",
+                                      "petsc_baij_ms", "predicted_ms", "rel_err"}, r.keys())
+                self.assertEqual(r["problem"], "elasticity3d:5")
+                self.assertLess(r["rel_err"], 1e-6)
+                self.assertGreaterEqual(r["fill"], 1.0)
+            self.assertIn(advice["choice_block_size"], [r["block_size"] for r in candidates])
+            self.assertIn(advice["best_block_size"], [r["block_size"] for r in candidates])
+        symmetric = [r for r in rows if r["section"] == "bsr-symmetric"]
+        self.assertIn(3, [r["block_size"] for r in symmetric])
+        for r in symmetric:
+            self.assertEqual(r["width"], 1)
+            self.assertLessEqual({"trnsparse_ms", "bsr_full_ms", "csr_symmetric_ms", "petsc_sbaij_ms", "stored_blocks"},
+                                 r.keys())
+            self.assertLess(r["rel_err"], 1e-6)
+        self.assertTrue(os.listdir(os.path.join(self.path("cache"), "trnsparse")))  # the calibration was saved
+
     SOLVE_KEYS = {"section", "problem", "storage", "n", "nnz", "iterations", "trnsparse_iter_ms", "trnsparse_total_ms",
                   "eigen_iter_ms", "eigen_iterations", "petsc_iter_ms", "bound_iter_ms", "stream_gbps", "rel_residual"}
     SCREEN_KEYS = {"section", "n", "width", "threshold", "kept_fraction", "kept_tile_fraction", "fused_ms",

@@ -86,6 +86,34 @@ def test_spmv_symmetric(dtype, uplo):
     assert_close(out, 1.5 * S @ x.double(), dtype)
 
 
+@pytest.mark.parametrize("uplo", ["upper", "lower"])
+@pytest.mark.parametrize("block_size", [2, 3, 5, 7])
+def test_bsr_spmv_symmetric_from_the_element_or_the_block_triangle(dtype, uplo, block_size):
+    """The BSR half storage: the element triangle converted to blocks (triangular diagonal
+    blocks) and `triangle` of the full BSR matrix (whole diagonal blocks) are both S; 13
+    rows, so the last block row is partial."""
+    S = random_dense(13, 13, 0.4, seed=14)
+    S = (S + S.t()).to(dtype)
+    x = random_dense_operand(13, 1, seed=15, dtype=dtype)[:, 0]
+    half = torch.triu(S) if uplo == "upper" else torch.tril(S)
+    for A in (ts.BSRMatrix.from_dense(half, block_size=block_size),
+              ts.triangle(ts.BSRMatrix.from_dense(S, block_size=block_size), uplo)):
+        out = ts.spmv_symmetric(A, x, alpha=-2.0, uplo=uplo)
+        assert out.dtype == dtype
+        assert_close(out, -2.0 * S.double() @ x.double(), dtype)
+
+
+def test_triangle_keeps_one_side_of_the_diagonal(dtype):
+    D = random_dense(7, 9, 0.6, seed=16).to(dtype)
+    assert torch.equal(ts.triangle(ts.from_dense(D), "upper").to_dense(), torch.triu(D))
+    assert torch.equal(ts.triangle(ts.from_dense(D).to_coo(), "lower").to_dense(), torch.tril(D))
+    blocks = ts.triangle(ts.BSRMatrix.from_dense(D, block_size=3), "upper").to_dense()
+    rows, cols = torch.arange(7)[:, None] // 3, torch.arange(9)[None, :] // 3
+    assert torch.equal(blocks, torch.where(cols >= rows, D, torch.zeros((), dtype=dtype)))
+    with pytest.raises(ValueError, match="uplo"):
+        ts.triangle(ts.from_dense(D), "diagonal")
+
+
 def test_spmv_symmetric_rejects_the_other_triangle_and_bad_uplo():
     A = ts.from_dense(torch.tensor([[1.0, 2.0], [0.0, 1.0]]))
     with pytest.raises(IndexError):
@@ -94,6 +122,9 @@ def test_spmv_symmetric_rejects_the_other_triangle_and_bad_uplo():
         ts.spmv_symmetric(A, torch.ones(2), uplo="both")
     with pytest.raises(AssertionError, match="not square"):
         ts.spmv_symmetric(ts.from_dense(torch.ones(2, 3)), torch.ones(3))
+    B = ts.BSRMatrix.from_dense(torch.ones(4, 4), block_size=2)  # blocks on both sides
+    with pytest.raises(IndexError, match="block triangle"):
+        ts.spmv_symmetric(B, torch.ones(4), uplo="upper")
 
 
 @pytest.mark.parametrize("fmt", ["csr", "coo", "bsr"])

@@ -46,7 +46,7 @@ def test_public_names():
     for name in ("CSRMatrix", "COOMatrix", "BSRMatrix", "from_dense", "from_scipy", "eye_sparse", "spmv", "spmm",
                  "spmv_symmetric", "sparse_add", "sparse_scale", "sparse_transpose", "nnz_per_row", "bsr_spmm",
                  "bsr_diagonal", "set_backend", "get_backend", "HAS_NKI", "__version__", "choose_format",
-                 "named_problem", "random_blocks"):
+                 "named_problem", "random_blocks", "triangle"):
         assert hasattr(ts, name), name
 
 

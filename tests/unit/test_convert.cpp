@@ -200,6 +200,40 @@ TYPED_TEST(Convert, TransposeBsrMatchesDenseTranspose) {
   }
 }
 
+// The public triangles, on every adversarial shape (rectangular ones too): CSR keeps the
+// entries on the triangle's side of the diagonal, BSR the blocks, whole.
+TYPED_TEST(Convert, TrianglesKeepTheirSideOfTheDiagonal) {
+  using T = TypeParam;
+  for (const MatrixSpec& spec : adversarial_specs()) {
+    const Dense<T> a = random_dense<T>(this->rng, spec);
+    const CsrMatrix<T> csr = to_csr(a.view());
+    for (const Triangle uplo : {Triangle::upper, Triangle::lower}) {
+      const bool upper = uplo == Triangle::upper;
+      SCOPED_TRACE(::testing::Message() << spec.name << (upper ? ", upper" : ", lower"));
+      Dense<T> side = a;
+      for (index_t i = 0; i < a.rows(); ++i)
+        for (index_t j = 0; j < a.cols(); ++j)
+          if (upper ? j < i : j > i) side(i, j) = T(0.0f);
+      EXPECT_TRUE(same_matrix<T>(to_dense(triangle(csr, uplo)), side));
+      for (const index_t b : block_sizes) {
+        SCOPED_TRACE(::testing::Message() << "block size " << b);
+        const BsrMatrix<T> bsr = bsr_from_dense<T>(a, b, this->rng, 0.3);
+        const BsrMatrix<T> t = triangle(bsr, uplo);
+        std::set<std::pair<index_t, index_t>> kept;
+        for (const auto& [bi, bj] : stored_blocks(bsr.structure()))
+          if (upper ? bj >= bi : bj <= bi) kept.emplace(bi, bj);
+        EXPECT_EQ(stored_blocks(t.structure()), kept);
+        EXPECT_TRUE(padding_is_zero(t));
+        Dense<T> whole_blocks = to_dense(bsr);
+        for (index_t i = 0; i < a.rows(); ++i)
+          for (index_t j = 0; j < a.cols(); ++j)
+            if (upper ? j / b < i / b : j / b > i / b) whole_blocks(i, j) = T(0.0f);
+        EXPECT_TRUE(same_matrix<T>(to_dense(t), whole_blocks));
+      }
+    }
+  }
+}
+
 TYPED_TEST(Convert, Identities) {
   using T = TypeParam;
   for (const index_t n : {0, 1, 5, 130}) {

@@ -201,6 +201,25 @@ TYPED_TEST(DeterminismProducts, SpmvSymmetric) {
     }
 }
 
+// The BSR half storage runs over fixed chunks of block rows, like the CSR one.
+TYPED_TEST(DeterminismProducts, BsrSpmvSymmetric) {
+  using TA = typename TypeParam::TA;
+  using TY = typename TypeParam::TY;
+  for (const index_t b : {3, 8})
+    for (const Triangle uplo : {Triangle::upper, Triangle::lower}) {
+      SCOPED_TRACE(::testing::Message() << "b = " << b << (uplo == Triangle::upper ? ", upper" : ", lower"));
+      const BsrMatrix<TA> A = to_bsr(banded_triangle<TA>(this->rng, 30001, {0, 1, 5, 100, 700}, false, uplo), b);
+      ASSERT_GE(static_cast<double>(A.blocks().size()), 3 * kThreadGrain) << "too little work to run 3 threads";
+      const Dense<TA> x = random_dense<TA>(this->rng, A.rows(), 1);
+      const Dense<TY> y = random_dense<TY>(this->rng, A.rows(), 1);
+      expect_thread_independent([&] {
+        Dense<TY> out = y;
+        spmv_symmetric(kAlpha<TA>, A, uplo, x.values(), kBeta<TA>, out.values());
+        return values_of_dense(out);
+      });
+    }
+}
+
 // Several application threads running products at once (each with its own OpenMP team,
 // workspace and plan lookups) get the results of a lone caller.
 TYPED_TEST(DeterminismProducts, ConcurrentCallersGetTheSerialResults) {

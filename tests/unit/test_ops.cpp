@@ -210,6 +210,56 @@ TYPED_TEST(Products, SpmvSymmetricRejectsTheWrongTriangleAndNonSquareMatrices) {
   EXPECT_THROW(spmv_symmetric(one, CsrMatrix<TA>(3, 3), Triangle::upper, x4, one, std::span(y)), DimensionMismatch);
 }
 
+// The BSR half storage: the element triangle converted to blocks (the diagonal blocks
+// hold a triangle), and the block triangle of the whole matrix (they hold whole
+// symmetric blocks); both are S.
+TYPED_TEST(Products, BsrSpmvSymmetricMatchesTheFullMatrix) {
+  using TA = typename TypeParam::TA;
+  using TY = typename TypeParam::TY;
+  const std::pair<double, double> alpha_beta[] = {{1.0, 0.0}, {-2.5, 1.0}, {0.0, -2.5}};
+  for (const index_t n : {0, 1, 7, 64, 130})
+    for (const index_t b : {2, 3, 5, 7, 8}) {
+      const Dense<TA> s = random_symmetric<TA>(this->rng, n, 0.1);
+      for (const Triangle uplo : {Triangle::upper, Triangle::lower})
+        for (const bool whole_diagonal : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "n = " << n << ", b = " << b << (uplo == Triangle::upper ? ", upper" : ", lower")
+                                            << (whole_diagonal ? ", whole diagonal blocks" : ""));
+          BsrMatrix<TA> A = to_bsr(csr_from_dense<TA>(whole_diagonal ? s : triangle(s, uplo)), b);
+          if (whole_diagonal) A = triangle(A, uplo);
+          for (const auto& [alpha, beta] : alpha_beta) {
+            SCOPED_TRACE(::testing::Message() << "alpha = " << alpha << ", beta = " << beta);
+            const Dense<TA> x = random_dense<TA>(this->rng, n, 1);
+            Dense<TY> y = initial_output<TY>(this->rng, n, 1, beta);
+            const Reference ref = reference_gemm(alpha, widen<TA>(s), widen<TA>(x), beta, widen<TY>(y));
+            spmv_symmetric(static_cast<acc_t<TA>>(alpha), A, uplo, x.values(), static_cast<acc_t<TA>>(beta),
+                           y.values());
+            EXPECT_TRUE(near_reference<TA>(y.view(), ref));
+          }
+        }
+    }
+}
+
+TYPED_TEST(Products, BsrSpmvSymmetricRejectsBlocksOutsideTheTriangle) {
+  using TA = typename TypeParam::TA;
+  using TY = typename TypeParam::TY;
+  const acc_t<TA> one = 1;
+  // 3 x 3 blocks of 2: the upper block triangle plus block (2, 0).
+  const BsrMatrix<TA> upper_plus(6, 6, 2, {0, 3, 5, 7}, {0, 1, 2, 1, 2, 0, 2},
+                                 std::vector<TA>(7 * 4, static_cast<TA>(1.0f)));
+  std::vector<TA> x(6);
+  std::vector<TY> y(6);
+  EXPECT_THAT([&] { spmv_symmetric(one, upper_plus, Triangle::upper, x, one, std::span(y)); },
+              throws_naming<IndexError>("block (2, 0)", "block_col_idx[5]", "upper block triangle"));
+  EXPECT_THAT([&] { spmv_symmetric(one, upper_plus, Triangle::lower, x, one, std::span(y)); },
+              throws_naming<IndexError>("block (0, 1)", "block_col_idx[1]", "lower block triangle"));
+  const BsrMatrix<TA> wide(6, 8, 2, {0, 0, 0, 0}, {}, {});
+  std::vector<TA> x8(8);
+  EXPECT_THAT([&] { spmv_symmetric(one, wide, Triangle::upper, x8, one, std::span(y)); },
+              throws_naming<InvalidArgument>("6 x 8", "square"));
+  std::vector<TA> x5(5);
+  EXPECT_THROW(spmv_symmetric(one, upper_plus, Triangle::upper, x5, one, std::span(y)), DimensionMismatch);
+}
+
 // ---- bsr_spmm and algebra over every value type --------------------------------------------
 
 template <class T>

@@ -144,7 +144,9 @@ inline constexpr index_t kCgLanes = 8;
 /// the diagonal, rows sorted) is stored, in two phases over a fixed chunking of the rows
 /// (detail::SymmetricChunks): `local` for every chunk, then `combine` for every chunk.
 /// `idx32`, when not null, holds the column indices in 32 bits and is read instead of
-/// `idx`. See symmetric_tile.inc.
+/// `idx`. With b > 1 (one of kSmallBlockSizes) the structure is a BSR block triangle:
+/// its rows are block rows, its entries b x b blocks (row-major), and a diagonal block
+/// is read in its own `upper` triangle only. See symmetric_tile.inc.
 template <class TA, class TY>
 struct SymmetricProduct {
   const index_t* ptr;
@@ -157,12 +159,20 @@ struct SymmetricProduct {
   const TA* x;
   TY* y;
   acc_t<TA>* out;     // y itself when TY is acc_t<TA>, else an n-element buffer
-  acc_t<TA>* window;  // SymmetricChunks::window_total() elements
+  acc_t<TA>* window;  // SymmetricChunks::window_total() * b elements
+  index_t b;          // elements per row of the structure: 1 (CSR) or the block size
+  index_t n;          // rows of S (of x and y); the last block row may be partial
 };
+
+/// Accumulators per row of a chunk's span (SymmetricChunks::max_span) that
+/// SymmetricKernels::local needs in `buffer`: one for CSR; for a block row, a b²-lane
+/// slot in whole vectors (of at most 16 lanes) and its b own sums.
+constexpr index_t symmetric_row_lanes(index_t b) { return b == 1 ? 1 : (b * b + 15) / 16 * 16 + b; }
 
 template <class TA, class TY>
 struct SymmetricKernels {
-  /// Phase 1 for chunk c; `buffer` holds SymmetricChunks::max_span elements. With `dot`
+  /// Phase 1 for chunk c; `buffer` holds SymmetricChunks::max_span *
+  /// symmetric_row_lanes(b) elements, 64-byte aligned. With `dot` (CSR only)
   /// (the chunk's kCgLanes zeroed sums) not null, it may add the x_i * y_i terms of the
   /// rows it completes (an upper triangle's rows that no other chunk's window reaches).
   void (*local)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, acc_t<TA>* buffer,

@@ -113,7 +113,29 @@ void csr_spmv_symmetric(index_t n, const index_t* row_ptr, const index_t* col_id
   for (index_t i = 0; i < n; ++i) store(y[i], alpha, work[i], beta);
 }
 
+template <Value TA, class TY>
+void bsr_spmv_symmetric(const BsrArrays& A, const TA* blocks, bool upper, acc_t<TA> alpha, const TA* x,
+                        acc_t<TA> beta, TY* y, acc_t<TA>* work) noexcept {
+  const index_t n = A.rows, b = A.block_size;
+  std::fill(work, work + n, acc_t<TA>(0));
+  for (index_t bi = 0; bi < A.block_rows; ++bi)
+    for (index_t q = A.block_row_ptr[bi]; q < A.block_row_ptr[bi + 1]; ++q) {
+      const index_t bj = A.block_col_idx[q];
+      for (index_t r = 0; r < b && bi * b + r < n; ++r)
+        for (index_t c = 0; c < b && bj * b + c < n; ++c) {
+          if (bi == bj && (upper ? c < r : c > r)) continue;  // the diagonal block's other triangle
+          const index_t i = bi * b + r, j = bj * b + c;
+          const acc_t<TA> a = detail::widen(blocks[(q * b + r) * b + c]);
+          work[i] += a * detail::widen(x[j]);
+          if (j != i) work[j] += a * detail::widen(x[i]);
+        }
+    }
+  for (index_t i = 0; i < n; ++i) store(y[i], alpha, work[i], beta);
+}
+
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                                           \
+  template void bsr_spmv_symmetric<TA, TY>(const BsrArrays&, const TA*, bool, acc_t<TA>, const TA*, acc_t<TA>,  \
+                                           TY*, acc_t<TA>*) noexcept;                                          \
   template void csr_spmm<TA, TY>(index_t, index_t, const index_t*, const index_t*, const TA*, acc_t<TA>, const TA*, \
                                  index_t, acc_t<TA>, TY*, index_t) noexcept;                                     \
   template void bsr_spmm<TA, TY>(const BsrArrays&, const TA*, index_t, acc_t<TA>, const TA*, index_t, acc_t<TA>,   \

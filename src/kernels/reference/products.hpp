@@ -56,4 +56,13 @@ template <Value TA, class TY>
 void csr_spmv_symmetric(index_t n, const index_t* row_ptr, const index_t* col_idx, const TA* values, acc_t<TA> alpha,
                         const TA* x, acc_t<TA> beta, TY* y, acc_t<TA>* work) noexcept;
 
+/// y = alpha * S * x + beta * y, S symmetric (A.rows x A.rows) of which BSR A stores the
+/// block triangle `upper` (blocks at block column >= block row) or lower, block columns
+/// checked to lie in it. A diagonal block is read in its own `upper` triangle only (the
+/// other may hold anything). Entry (r, c) read, r != c, contributes a x_c to row r and
+/// a x_r to row c. `work` holds A.rows acc_t values.
+template <Value TA, class TY>
+void bsr_spmv_symmetric(const BsrArrays& A, const TA* blocks, bool upper, acc_t<TA> alpha, const TA* x,
+                        acc_t<TA> beta, TY* y, acc_t<TA>* work) noexcept;
+
 }  // namespace trnsparse::kernels::reference
