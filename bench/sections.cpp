@@ -561,7 +561,7 @@ void run(const Options& o, const Emit& emit) {
     if (o.dtype == "fp32") return csr ? csr_section<float>(o, threads, emit) : spmv_section<float>(o, threads, emit);
     if (o.dtype == "fp64") return csr ? csr_section<double>(o, threads, emit) : spmv_section<double>(o, threads, emit);
     throw InvalidArgument("bench: --dtype " + o.dtype + " is not available for section " + o.section +
-                          " (CSR kernels are fp32 and fp64)");
+                          " (its Eigen baselines are fp32 and fp64; --section bsr --problem times bf16 CSR)");
   } else if (o.section == "attn") {
     return attention_section(o, header("attn", o, threads), emit);
   } else if (o.section == "solve") {

@@ -54,10 +54,10 @@ const cpu::SddmmKernels<T>& sddmm_kernels() {
                  &cpu::avx512::sddmm_kernels<T>>();
 }
 
-template <class T>
-const cpu::CsrKernels<T>& csr_kernels() {
-  return per_isa<cpu::CsrKernels<T>, &cpu::scalar::csr_kernels<T>, &cpu::avx2::csr_kernels<T>,
-                 &cpu::avx512::csr_kernels<T>>();
+template <class TA, class TY>
+const cpu::CsrKernels<TA, TY>& csr_kernels() {
+  return per_isa<cpu::CsrKernels<TA, TY>, &cpu::scalar::csr_kernels<TA, TY>, &cpu::avx2::csr_kernels<TA, TY>,
+                 &cpu::avx512::csr_kernels<TA, TY>>();
 }
 
 template <class T>
@@ -77,8 +77,10 @@ template const cpu::SymmetricKernels<bf16, bf16>& symmetric_kernels<bf16, bf16>(
 template const cpu::SddmmKernels<float>& sddmm_kernels<float>();
 template const cpu::SddmmKernels<double>& sddmm_kernels<double>();
 template const cpu::SddmmKernels<bf16>& sddmm_kernels<bf16>();
-template const cpu::CsrKernels<float>& csr_kernels<float>();
-template const cpu::CsrKernels<double>& csr_kernels<double>();
+template const cpu::CsrKernels<float, float>& csr_kernels<float, float>();
+template const cpu::CsrKernels<double, double>& csr_kernels<double, double>();
+template const cpu::CsrKernels<bf16, float>& csr_kernels<bf16, float>();
+template const cpu::CsrKernels<bf16, bf16>& csr_kernels<bf16, bf16>();
 template const cpu::CgKernels<float>& cg_kernels<float>();
 template const cpu::CgKernels<double>& cg_kernels<double>();
 

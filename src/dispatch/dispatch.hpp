@@ -12,8 +12,8 @@ template <class TA, class TY>
 const kernels::cpu::SymmetricKernels<TA, TY>& symmetric_kernels();
 template <class T>
 const kernels::cpu::SddmmKernels<T>& sddmm_kernels();
-template <class T>
-const kernels::cpu::CsrKernels<T>& csr_kernels();
+template <class TA, class TY>
+const kernels::cpu::CsrKernels<TA, TY>& csr_kernels();
 template <class T>
 const kernels::cpu::CgKernels<T>& cg_kernels();
 

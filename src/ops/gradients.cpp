@@ -53,9 +53,9 @@ void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
     kernels::reference::csr_sddmm(out.rows(), X.cols, out.row_ptr().data(), out.col_indices().data(),
                                   out.values().data(), alpha, X.data, X.ld, Y.data, Y.ld, beta);
   } else {
-    const kernels::cpu::CsrProduct<T> shape{X.cols, out.row_ptr().data(), out.col_indices().data(), nullptr, nullptr,
-                                            alpha, beta, nullptr, 0, nullptr, 0};
-    const auto& kernel = dispatch::csr_kernels<T>();
+    const kernels::cpu::CsrProduct<T, T> shape{X.cols, out.cols(), out.row_ptr().data(), out.col_indices().data(),
+                                               nullptr, nullptr, alpha, beta, nullptr, 0, nullptr, 0};
+    const auto& kernel = dispatch::csr_kernels<T, T>();
     const auto split = detail::balanced_split(out.row_ptr(), detail::parts_for(out.rows(), static_cast<double>(out.nnz()) * static_cast<double>(X.cols)));
     detail::parallel_parts(static_cast<int>(split.size()) - 1, [&](int t) {
       kernel.sddmm(shape, X.data, X.ld, Y.data, Y.ld, out.values().data(), split[t], split[t + 1]);

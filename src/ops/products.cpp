@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "dispatch/dispatch.hpp"
-#include "kernels/reference/products.hpp"
 #include "ops/fused.hpp"
 #include "ops/run.hpp"
 #include "plan/csr_analysis.hpp"
@@ -18,38 +17,30 @@ namespace trnsparse {
 
 namespace {
 
-namespace ref = kernels::reference;
 using detail::check_spmm;
 using detail::check_spmv;
 
-/// C = alpha * A * B + beta * C for the CSR arrays of an m-row A (idx32: the column
-/// indices in 32 bits, or null): float and double run the ISA's kernels on row ranges
-/// balanced by non-zeros; bf16 runs the reference kernel.
+/// C = alpha * A * B + beta * C for the CSR arrays of an m-row A and a B of n rows
+/// (idx32: the column indices in 32 bits, or null): the ISA's kernels on row ranges
+/// balanced by non-zeros.
 template <Value TA, class TY>
-void csr_product(acc_t<TA> alpha, index_t m, std::span<const index_t> ptr, const index_t* idx,
+void csr_product(acc_t<TA> alpha, index_t m, index_t n, std::span<const index_t> ptr, const index_t* idx,
                  const std::int32_t* idx32, std::span<const TA> values, const TA* B, index_t ldb, index_t k,
                  acc_t<TA> beta, TY* C, index_t ldc) {
   detail::check_no_alias(values.data(), values.size_bytes(), C, detail::span_bytes(DenseView<TY>(C, m, k, ldc)),
                          "spmm", "A", "C");
-  if constexpr (std::is_same_v<TA, TY> && !std::is_same_v<TA, bf16>) {
-    const kernels::cpu::CsrProduct<TA> prod{k, ptr.data(), idx, idx32, values.data(), alpha, beta, B, ldb, C, ldc};
-    const auto& kernel = dispatch::csr_kernels<TA>();
-    const auto split =
-        detail::balanced_split(ptr, detail::parts_for(m, static_cast<double>(values.size()) * static_cast<double>(k)));
-    detail::parallel_parts(static_cast<int>(split.size()) - 1,
-                           [&](int t) { kernel.spmm(prod, split[t], split[t + 1]); });
-  } else {
-    ref::csr_spmm(m, k, ptr.data(), idx, values.data(), alpha, B, ldb, beta, C, ldc);
-  }
+  const kernels::cpu::CsrProduct<TA, TY> prod{k, n, ptr.data(), idx, idx32, values.data(), alpha, beta, B, ldb, C, ldc};
+  const auto& kernel = dispatch::csr_kernels<TA, TY>();
+  const auto split =
+      detail::balanced_split(ptr, detail::parts_for(m, static_cast<double>(values.size()) * static_cast<double>(k)));
+  detail::parallel_parts(static_cast<int>(split.size()) - 1, [&](int t) { kernel.spmm(prod, split[t], split[t + 1]); });
 }
 
 template <Value TA, class TY>
 void csr_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, const TA* B, index_t ldb, index_t k, acc_t<TA> beta, TY* C,
                  index_t ldc) {
-  const std::int32_t* idx32 = std::is_same_v<TA, TY> && !std::is_same_v<TA, bf16>
-                                  ? detail::analyses(A).compact(A.cols(), A.col_indices())
-                                  : nullptr;
-  csr_product(alpha, A.rows(), A.row_ptr(), A.col_indices().data(), idx32, A.values(), B, ldb, k, beta, C, ldc);
+  csr_product(alpha, A.rows(), A.cols(), A.row_ptr(), A.col_indices().data(),
+              detail::analyses(A).compact(A.cols(), A.col_indices()), A.values(), B, ldb, k, beta, C, ldc);
 }
 
 }  // namespace
@@ -100,7 +91,7 @@ void spmm_transposed(acc_t<TA> alpha, const CsrMatrix<TA>& A, DenseView<const st
   const BscView& t = detail::analyses(A).transposed(A.rows(), A.cols(), A.row_ptr(), A.col_indices());
   TA* values = reinterpret_cast<TA*>(detail::thread_workspace(sizeof(TA) * static_cast<std::size_t>(A.nnz())));
   for (std::size_t q = 0; q < t.perm.size(); ++q) values[q] = A.values()[t.perm[q]];
-  csr_product(alpha, A.cols(), std::span<const index_t>(t.col_ptr), t.row_idx.data(), nullptr,
+  csr_product(alpha, A.cols(), A.rows(), std::span<const index_t>(t.col_ptr), t.row_idx.data(), nullptr,
               std::span<const TA>(values, t.perm.size()), B.data, B.ld, B.cols, beta, C.data, C.ld);
 }
 

@@ -52,18 +52,19 @@ void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T*
   const index_t k = c.k;
   const double elements = static_cast<double>(n) * static_cast<double>(k);
   if (const CsrMatrix<T>* csr = A.csr()) {
-    const kernels::cpu::CsrProduct<T> prod{k,
-                                           csr->row_ptr().data(),
-                                           csr->col_indices().data(),
-                                           detail::analyses(*csr).compact(csr->cols(), csr->col_indices()),
-                                           csr->values().data(),
-                                           T(1),
-                                           T(0),
-                                           c.p,
-                                           k,
-                                           Q,
-                                           k};
-    const auto& kernel = dispatch::csr_kernels<T>();
+    const kernels::cpu::CsrProduct<T, T> prod{k,
+                                              csr->cols(),
+                                              csr->row_ptr().data(),
+                                              csr->col_indices().data(),
+                                              detail::analyses(*csr).compact(csr->cols(), csr->col_indices()),
+                                              csr->values().data(),
+                                              T(1),
+                                              T(0),
+                                              c.p,
+                                              k,
+                                              Q,
+                                              k};
+    const auto& kernel = dispatch::csr_kernels<T, T>();
     pq.run(static_cast<double>(csr->nnz()) * static_cast<double>(k) + elements,
            [&](index_t r0, index_t r1, double* lanes) {
              kernel.spmm(prod, r0, r1);

@@ -156,14 +156,15 @@ TYPED_TEST(DeterminismProducts, CsrSpmmAndSpmv) {
   using TY = typename TypeParam::TY;
   const auto alpha = kAlpha<TA>;
   const auto beta = kBeta<TA>;
-  // Two rows for three threads; one dense row among sparse ones; a matrix with enough
-  // non-zeros for a threaded spmv.
+  // Two rows for three threads; one dense row among sparse ones; a narrow B (a partial
+  // vector per row, csr_tile.inc); a matrix with enough non-zeros for a threaded spmv.
   struct CsrCase {
     MatrixSpec spec;
     index_t width;
   };
   const CsrCase csr_cases[] = {{{"two_rows_2x3000", 2, 3000, 1.0}, 64},
                                {{"one_dense_row_400x300", 400, 300, 0.05, 123}, 64},
+                               {{"narrow_300x2000", 300, 2000, 0.2}, 7},
                                {{"spmv_500x500", 500, 500, 0.9}, 1}};
   for (const auto& [spec, width] : csr_cases) {
     SCOPED_TRACE(spec.name);

@@ -258,10 +258,11 @@ TYPED_TEST(KernelBf16Subnormal, FlushIsBoundedAndNothingLeaks) {
 
 // ---- CSR -------------------------------------------------------------------------------------
 
-// CSR float and double run the ISA's threaded kernels (csr_tile.inc: chunks of 4 vectors
-// of C columns in registers, then single tail columns); bf16 runs the reference. Both sum
-// each element over the row's entries in storage order, so they differ from the reference
-// kernel by FMA contraction only, within the same bound as above.
+// CSR products run the ISA's threaded kernels (csr_tile.inc: chunks of 4, 2 and 1 vectors
+// of C columns in registers, then a partial vector for the tail columns; bf16 widened to
+// fp32 as it is read). They sum each element over the row's entries in storage order, as
+// the reference kernel does, so they differ from it by FMA contraction only, within the
+// same bound as above.
 const index_t csr_widths[] = {1, 2, 15, 16, 17, 31, 32, 33, 64, 65, 100};
 
 template <class Pair>
@@ -316,6 +317,124 @@ TYPED_TEST(KernelCsr, SpmmSpmvAndTransposedMatchTheReference) {
         EXPECT_TRUE(Ct.padding_holds(fill)) << "spmm_transposed wrote C beyond its columns";
       });
     }
+  }
+}
+
+// bf16 operands sum in fp32 in the reference kernel's order, and a product of two bf16 is
+// exact in fp32 (8 + 8 significant bits): an FMA rounds as the reference's multiply-then-
+// add does, so kernel and reference hold the same fp32 sum of each row (no product here
+// falls below fp32's normal range: the inputs are at least 2^-52 in magnitude). With
+// beta = 0 both round alpha times that sum once to TY: the same bits. With beta != 0 the
+// kernel may contract alpha * acc + beta * c into an FMA where the reference rounds both
+// products: each evaluation is within 2u (|alpha acc| + |beta c|) (1 + u) of the exact
+// value (u = 2^-24), and |alpha acc| + |beta c| <= (1 + gamma_k) M, so the two differ by
+// at most 4 (1 + u) (1 + gamma_k) u M < 5 u M, whatever the row length; a bf16 output
+// rounds each once more (2^-8 relative, as near_kernel allows). A different summation
+// order would stray by up to k u M.
+template <class TY>
+::testing::AssertionResult same_sums(DenseView<const TY> got, DenseView<const TY> want, const Reference& ref,
+                                     bool bitwise) {
+  if (bitwise) return same_matrix<TY>(got, want);
+  const double u_out = std::is_same_v<TY, bf16> ? unit_roundoff<bf16> : 0.0;
+  for (index_t i = 0; i < got.rows; ++i)
+    for (index_t j = 0; j < got.cols; ++j) {
+      const double g = to_double(got(i, j)), w = to_double(want(i, j));
+      const double tol =
+          5.0 * unit_roundoff<float> * ref.magnitude(i, j) + u_out * (1.0 + 2.0 * u_out) * (std::fabs(g) + std::fabs(w));
+      if (!(std::fabs(g - w) <= tol))
+        return ::testing::AssertionFailure() << "(" << i << ", " << j << "): got " << g << ", reference kernel " << w
+                                             << ", |diff| " << std::fabs(g - w) << " > " << tol;
+    }
+  return ::testing::AssertionSuccess();
+}
+
+/// A rows x cols CSR with ragged rows: about a fifth empty, row 1 (when there is one)
+/// full, the others of random length; half the non-empty rows reach the last column, so
+/// that products read B's last row (csr_row_partial loads it masked, not whole).
+template <Value T>
+CsrMatrix<T> ragged_csr(Rng& rng, index_t rows, index_t cols) {
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<T> values;
+  for (index_t i = 0; i < rows; ++i) {
+    if (cols > 0 && !(i != 1 && rng.bernoulli(0.2))) {
+      const double density = i == 1 ? 1.0 : rng.uniform(0.0, 0.6);
+      const bool last = rng.bernoulli(0.5);
+      for (index_t j = 0; j < cols; ++j)
+        if (rng.bernoulli(density) || (last && j == cols - 1)) {
+          idx.push_back(j);
+          values.push_back(random_value<T>(rng));
+        }
+    }
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  return CsrMatrix<T>(rows, cols, std::move(ptr), std::move(idx), std::move(values));
+}
+
+const index_t csr_bf16_widths[] = {1, 2, 3, 7, 8, 16, 17, 64};
+
+template <class TY>
+class KernelCsrBf16 : public Seeded<> {};
+using Bf16Outputs = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(KernelCsrBf16, Bf16Outputs, TypeNames);
+
+// The random shapes (adversarial_specs) and ragged ones, every width of csr_bf16_widths
+// with a strided B (its padding NaN: the whole-vector loads read it into lanes that are
+// dropped) and a strided C, beta = 0 (C NaN, never read) and not, spmv, and Aᵀ B (the
+// transposed pattern's 64-bit indices), against the reference kernel on every ISA.
+TYPED_TEST(KernelCsrBf16, SameSumsAsTheReferenceKernel) {
+  using TY = TypeParam;
+  const RuntimeGuard guard;
+  set_num_threads(1);
+  std::vector<std::pair<std::string, CsrMatrix<bf16>>> matrices;
+  for (const MatrixSpec& spec : adversarial_specs())
+    matrices.emplace_back(spec.name, csr_from_dense<bf16>(random_dense<bf16>(this->rng, spec)));
+  for (const auto& [rows, cols] : {std::pair<index_t, index_t>{200, 150}, {37, 9}, {50, 1}, {5, 1000}})
+    matrices.emplace_back("ragged_" + std::to_string(rows) + "x" + std::to_string(cols),
+                          ragged_csr<bf16>(this->rng, rows, cols));
+  for (const auto& matrix : matrices) {
+    const CsrMatrix<bf16>& A = matrix.second;  // not a structured binding: the lambda below captures it (clang 14)
+    SCOPED_TRACE(matrix.first);
+    const Dense<double> wide = widen<bf16>(dense_of(A));
+    const Dense<bf16> at_dense = transpose_dense<bf16>(dense_of(A));
+    const CsrMatrix<bf16> At = csr_from_dense<bf16>(at_dense);  // Aᵀ's entries in the transposed pattern's order
+    for (const index_t width : csr_bf16_widths)
+      for (const Scaling s : scalings) {
+        SCOPED_TRACE(::testing::Message() << "width " << width << ", alpha " << s.alpha << ", beta " << s.beta);
+        const float alpha = static_cast<float>(s.alpha), beta = static_cast<float>(s.beta);
+        const bool bitwise = s.beta == 0.0;
+        const TY fill = s.beta == 0.0 ? quiet_nan<TY>() : sentinel_value<TY>();
+        const Dense<bf16> b = random_dense<bf16>(this->rng, A.cols(), width);
+        const Dense<TY> c = initial_output<TY>(this->rng, A.rows(), width, s.beta);
+        const Reference expected = reference_gemm(s.alpha, wide, widen<bf16>(b), s.beta, widen<TY>(c));
+        Dense<TY> want = c;
+        ref::csr_spmm(A.rows(), width, A.row_ptr().data(), A.col_indices().data(), A.values().data(), alpha,
+                      b.values().data(), b.ld(), beta, want.values().data(), want.ld());
+        const Dense<bf16> bt = random_dense<bf16>(this->rng, A.rows(), width);
+        const Dense<TY> ct = initial_output<TY>(this->rng, A.cols(), width, s.beta);
+        const Reference expected_t = reference_gemm(s.alpha, transpose_dense<double>(wide), widen<bf16>(bt), s.beta,
+                                                    widen<TY>(ct));
+        Dense<TY> want_t = ct;
+        ref::csr_spmm(At.rows(), width, At.row_ptr().data(), At.col_indices().data(), At.values().data(), alpha,
+                      bt.values().data(), bt.ld(), beta, want_t.values().data(), want_t.ld());
+        for_each_isa([&](Isa) {
+          const StridedDense<bf16> B(b, width + 3, quiet_nan<bf16>());
+          StridedDense<TY> C(c, width + 2, fill);
+          spmm(alpha, A, B.view(), beta, C.view());
+          EXPECT_TRUE(same_sums<TY>(C.view(), want.view(), expected, bitwise));
+          EXPECT_TRUE(near_reference<bf16>(C.view(), expected));
+          EXPECT_TRUE(C.padding_holds(fill)) << "C was written beyond its columns";
+          if (width == 1) {
+            Dense<TY> y = c;
+            spmv(alpha, A, b.values(), beta, y.values());
+            EXPECT_TRUE(same_sums<TY>(y.view(), want.view(), expected, bitwise)) << "spmv";
+          }
+          const StridedDense<bf16> Bt(bt, width + 1, quiet_nan<bf16>());
+          StridedDense<TY> Ct(ct, width + 1, fill);
+          spmm_transposed(alpha, A, Bt.view(), beta, Ct.view());
+          EXPECT_TRUE(same_sums<TY>(Ct.view(), want_t.view(), expected_t, bitwise)) << "spmm_transposed";
+          EXPECT_TRUE(Ct.padding_holds(fill)) << "spmm_transposed wrote C beyond its columns";
+        });
+      }
   }
 }
 
@@ -426,16 +545,16 @@ TYPED_TEST(KernelCompactIndices, SameBitsAsTheWideIndices) {
       const Dense<T> B = random_dense<T>(this->rng, n, width);
       const Dense<T> C0 = random_dense<T>(this->rng, n, width);
       for_each_isa([&](Isa) {
-        const auto& csr = dispatch::csr_kernels<T>();
+        const auto& csr = dispatch::csr_kernels<T, T>();
         const auto& sym = dispatch::symmetric_kernels<T, T>();
         Dense<T> wide = C0, compact = C0;
         std::vector<double> dots[2];
         for (const bool use_compact : {false, true}) {
           Dense<T>& C = use_compact ? compact : wide;
           const std::int32_t* idx32 = use_compact ? narrow.data() : nullptr;
-          const kernels::cpu::CsrProduct<T> prod{width, U.row_ptr().data(), U.col_indices().data(), idx32,
-                                                 U.values().data(), T(-1.5), T(0.5), B.values().data(), width,
-                                                 C.values().data(), width};
+          const kernels::cpu::CsrProduct<T, T> prod{width, n, U.row_ptr().data(), U.col_indices().data(), idx32,
+                                                    U.values().data(), T(-1.5), T(0.5), B.values().data(), width,
+                                                    C.values().data(), width};
           csr.spmm(prod, 0, n);
           if (width > 1) continue;
           std::vector<T> window(static_cast<std::size_t>(s.window_total())), buffer(static_cast<std::size_t>(s.max_span));

@@ -110,30 +110,33 @@ struct SddmmKernels {
 };
 
 /// CSR product C = alpha * A * B + beta * C, rows [r0, r1) per call; each element summed
-/// over the row's entries in storage order (the reference order). No packing. `idx32`,
-/// when not null, holds the same column indices in 32 bits, and the products read it
-/// instead of `idx` (a quarter less traffic for double values); SDDMM reads `idx`.
-template <class T>
+/// over the row's entries in storage order (the reference order) in acc_t<TA>: values
+/// and B are TA (bf16 widened as they are read), C is TY. No packing. `idx32`, when not
+/// null, holds the same column indices in 32 bits, and the products read it instead of
+/// `idx` (a quarter less traffic for double values); SDDMM reads `idx`.
+template <class TA, class TY>
 struct CsrProduct {
-  index_t width;
+  index_t width;    // columns of B and C
+  index_t in_rows;  // rows of B (A's columns): the kernels read whole vectors within them
   const index_t* ptr;
   const index_t* idx;
   const std::int32_t* idx32;
-  const T* values;
-  acc_t<T> alpha;
-  acc_t<T> beta;
-  const T* B;
+  const TA* values;
+  acc_t<TA> alpha;
+  acc_t<TA> beta;
+  const TA* B;
   index_t ldb;
-  T* C;
+  TY* C;
   index_t ldc;
 };
 
-template <class T>
+template <class TA, class TY>
 struct CsrKernels {
-  void (*spmm)(const CsrProduct<T>&, index_t r0, index_t r1);
-  /// vals[p] = alpha * dot(X[row(p)], Y[col(p)]) + beta * vals[p] for entries of rows [r0, r1).
-  void (*sddmm)(const CsrProduct<T>& shape, const T* X, index_t ldx, const T* Y, index_t ldy, T* vals, index_t r0,
-                index_t r1);
+  void (*spmm)(const CsrProduct<TA, TY>&, index_t r0, index_t r1);
+  /// vals[p] = alpha * dot(X[row(p)], Y[col(p)]) + beta * vals[p] for entries of rows
+  /// [r0, r1). Float and double only (TA = TY); null in the bf16 tables.
+  void (*sddmm)(const CsrProduct<TA, TY>& shape, const TA* X, index_t ldx, const TA* Y, index_t ldy, TA* vals,
+                index_t r0, index_t r1);
 };
 
 /// Lanes of CG's reductions: row r0 + i of a chunk adds its terms to lane i % kCgLanes
@@ -220,13 +223,14 @@ struct CgKernels {
 // One table per instruction set, each compiled in its own translation unit with its
 // own flags (scalar/, avx2/, avx512/, avx512bf16/), for (TA, TY) in
 // {(float, float), (double, double), (bf16, float), (bf16, bf16)}.
-// SDDMM for T in {float, double, bf16}; CSR and CG kernels for T in {float, double}.
+// BSR SDDMM for T in {float, double, bf16}; CSR SDDMM (CsrKernels::sddmm) and CG kernels
+// for T in {float, double}.
 #define TRNSPARSE_ISA_TABLES(ns)                                   \
   namespace ns {                                                   \
   template <class TA, class TY> BsrKernels<TA, TY> bsr_kernels();  \
   template <class TA, class TY> SymmetricKernels<TA, TY> symmetric_kernels(); \
   template <class T> SddmmKernels<T> sddmm_kernels();              \
-  template <class T> CsrKernels<T> csr_kernels();                  \
+  template <class TA, class TY> CsrKernels<TA, TY> csr_kernels();  \
   template <class T> CgKernels<T> cg_kernels();                    \
   }
 TRNSPARSE_ISA_TABLES(scalar)

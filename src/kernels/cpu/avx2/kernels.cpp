@@ -39,6 +39,11 @@ struct Vec<float> {
     const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(h));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
   }
+  /// One bf16 widened: inserted as the upper half of a zeroed lane (no trip through a
+  /// general register).
+  static float widen1(bf16 v) {
+    return _mm_cvtss_f32(_mm_castsi128_ps(_mm_insert_epi16(_mm_setzero_si128(), v.bits, 1)));
+  }
   /// Lane i of the result is lane lanes[i] of v.
   static reg permute(reg v, const std::int32_t* lanes) {
     return _mm256_permutevar8x32_ps(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes)));
