@@ -61,7 +61,10 @@ double estimate_fill(const CsrMatrix<T>& A, index_t block_size, double fraction,
 
 namespace {
 
-constexpr std::string_view kHeader = "trnsparse-calibration 3";
+/// The file format and the kernels it measured: a change to either that moves the
+/// per-format speeds bumps the number, so that caches written before it are measured
+/// again instead of pricing today's kernels with yesterday's speeds.
+constexpr std::string_view kHeader = "trnsparse-calibration 4";
 
 bool known_dtype(std::string_view d) { return d == "fp32" || d == "fp64" || d == "bf16"; }
 
