@@ -350,7 +350,8 @@ template <class TY>
 
 /// A rows x cols CSR with ragged rows: about a fifth empty, row 1 (when there is one)
 /// full, the others of random length; half the non-empty rows reach the last column, so
-/// that products read B's last row (csr_row_partial loads it masked, not whole).
+/// that products read B's last row (csr_tile.inc's partial vector loads it masked, where
+/// it reads the other rows of a bf16 B whole).
 template <Value T>
 CsrMatrix<T> ragged_csr(Rng& rng, index_t rows, index_t cols) {
   std::vector<index_t> ptr{0}, idx;
