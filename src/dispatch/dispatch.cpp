@@ -1,8 +1,15 @@
 #include "dispatch/dispatch.hpp"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "trnsparse/runtime.hpp"
+
+namespace trnsparse::kernels::cpu {
+
+bool small_block_size(index_t b) { return std::ranges::find(kSmallBlockSizes, b) != std::end(kSmallBlockSizes); }
+
+}  // namespace trnsparse::kernels::cpu
 
 namespace trnsparse::dispatch {
 

@@ -1,14 +1,10 @@
 // BSR products through a plan: validate, pick the ISA's kernels, split the output block
 // rows over threads by the plan, pack B once, compute (ops/run.hpp).
-#include <algorithm>
-#include <type_traits>
-
 #include "dispatch/dispatch.hpp"
 #include "kernels/reference/products.hpp"
-#include "plan/csr_analysis.hpp"
 #include "runtime/checks.hpp"
-#include "runtime/workspace.hpp"
 #include "ops/run.hpp"
+#include "ops/symmetric.hpp"
 #include "trnsparse/plan.hpp"
 
 namespace trnsparse {
@@ -72,44 +68,20 @@ void BsrPlan::spmv_symmetric(acc_t<TA> alpha, const BsrMatrix<TA>& A, Triangle u
   const BsrStructure& st = *structure_;
   const bool upper = uplo == Triangle::upper;
   const detail::SymmetricChunks& s = symmetric_chunks(uplo);
-  if (s.bad_row >= 0)
-    throw IndexError(detail::concat("spmv_symmetric: A has a block at block (", s.bad_row, ", ", s.bad_col,
-                                    "), block_col_idx[", s.bad_pos, "], outside the ", upper ? "upper" : "lower",
-                                    " block triangle it claims to store"));
+  detail::check_triangle(s, uplo, true);
   const index_t n = A.rows(), b = st.block_size();
   if (n == 0) return;
-  using Acc = acc_t<TA>;
-  if (std::ranges::find(cpu::kSmallBlockSizes, b) == std::end(cpu::kSmallBlockSizes)) {
+  if (!cpu::small_block_size(b)) {
     const kernels::reference::BsrArrays arrays{n, n, b, st.block_rows(), st.block_row_ptr().data(),
                                                st.block_col_indices().data()};
-    Acc* work = reinterpret_cast<Acc*>(detail::thread_workspace(sizeof(Acc) * static_cast<std::size_t>(n)));
+    auto* work = reinterpret_cast<acc_t<TA>*>(detail::thread_workspace(sizeof(acc_t<TA>) * static_cast<std::size_t>(n)));
     kernels::reference::bsr_spmv_symmetric(arrays, A.blocks().data(), upper, alpha, x.data(), beta, y.data(), work);
     return;
   }
-  constexpr bool direct = std::is_same_v<TY, Acc>;  // accumulate in y itself
-  const index_t chunks = s.chunks();
-  const int parts = detail::parts_for(chunks, static_cast<double>(A.blocks().size()));
-  const std::size_t window_bytes =
-      detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.window_total()) * static_cast<std::size_t>(b));
-  const std::size_t out_bytes = direct ? 0 : detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(n));
-  const std::size_t local_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.max_span) *
-                                                        static_cast<std::size_t>(cpu::symmetric_row_lanes(b)));
-  std::byte* mem = detail::thread_workspace(window_bytes + out_bytes + static_cast<std::size_t>(parts) * local_bytes);
-  Acc* out = direct ? reinterpret_cast<Acc*>(y.data()) : reinterpret_cast<Acc*>(mem + window_bytes);
   const cpu::SymmetricProduct<TA, TY> prod{st.block_row_ptr().data(), st.block_col_indices().data(),
-                                           compact_indices(false),    A.blocks().data(),
-                                           upper,                     alpha,
-                                           beta,                      x.data(),
-                                           y.data(),                  out,
-                                           reinterpret_cast<Acc*>(mem), b,
-                                           n};
-  std::byte* locals = mem + window_bytes + out_bytes;
-  const auto& kernel = dispatch::symmetric_kernels<TA, TY>();
-  // Chunks go to threads in any order: each chunk's result is the same wherever it runs.
-  detail::parallel_phases(
-      parts, chunks,
-      [&](int t, index_t c) { kernel.local(prod, s, c, reinterpret_cast<Acc*>(locals + t * local_bytes), nullptr); },
-      [&](int, index_t c) { kernel.combine(prod, s, c, nullptr); });
+                                           compact_indices(false), A.blocks().data(), upper, alpha, beta, x.data(),
+                                           y.data(), nullptr, nullptr, b, n};
+  detail::run_symmetric(prod, s, static_cast<double>(A.blocks().size()), nullptr);
 }
 
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                                            \

@@ -6,6 +6,7 @@
 #include "dispatch/dispatch.hpp"
 #include "ops/fused.hpp"
 #include "ops/run.hpp"
+#include "ops/symmetric.hpp"
 #include "plan/csr_analysis.hpp"
 #include "plan/split.hpp"
 #include "runtime/checks.hpp"
@@ -109,44 +110,11 @@ void symmetric_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, s
   const auto ptr = A.row_ptr();
   const auto col = A.col_indices();
   const detail::SymmetricChunks& s = detail::analyses(A).symmetric(A.rows(), ptr, col, uplo);
-  if (s.bad_row >= 0)
-    throw IndexError(detail::concat("spmv_symmetric: A has an entry at (", s.bad_row, ", ", s.bad_col, "), col_idx[",
-                                    s.bad_pos, "], outside the ", uplo == Triangle::upper ? "upper" : "lower",
-                                    " triangle it claims to store"));
-  using Acc = acc_t<TA>;
-  constexpr bool direct = std::is_same_v<TY, Acc>;  // accumulate in y itself
-  const index_t chunks = s.chunks();
-  constexpr index_t lanes = kernels::cpu::kCgLanes;
-  if (dot) dot->assign(static_cast<std::size_t>(chunks * lanes), 0.0);
-  const int parts = detail::parts_for(chunks, static_cast<double>(A.nnz()));
-  const std::size_t window_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.window_total()));
-  const std::size_t out_bytes = direct ? 0 : detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(A.rows()));
-  const std::size_t local_bytes = detail::round_to_line(sizeof(Acc) * static_cast<std::size_t>(s.max_span));
-  std::byte* mem = detail::thread_workspace(window_bytes + out_bytes + static_cast<std::size_t>(parts) * local_bytes);
-  Acc* out = direct ? reinterpret_cast<Acc*>(y.data()) : reinterpret_cast<Acc*>(mem + window_bytes);
-  const kernels::cpu::SymmetricProduct<TA, TY> prod{ptr.data(),
-                                                    col.data(),
-                                                    detail::analyses(A).compact(A.cols(), col),
-                                                    A.values().data(),
-                                                    uplo == Triangle::upper,
-                                                    alpha,
-                                                    beta,
-                                                    x.data(),
-                                                    y.data(),
-                                                    out,
-                                                    reinterpret_cast<Acc*>(mem),
-                                                    1,
-                                                    A.rows()};
-  std::byte* locals = mem + window_bytes + out_bytes;
-  const auto& kernel = dispatch::symmetric_kernels<TA, TY>();
-  // Chunks go to threads in any order: each chunk's result is the same wherever it runs.
-  detail::parallel_phases(
-      parts, chunks,
-      [&](int t, index_t c) {
-        kernel.local(prod, s, c, reinterpret_cast<Acc*>(locals + t * local_bytes),
-                     dot ? dot->data() + c * lanes : nullptr);
-      },
-      [&](int, index_t c) { kernel.combine(prod, s, c, dot ? dot->data() + c * lanes : nullptr); });
+  detail::check_triangle(s, uplo, false);
+  const kernels::cpu::SymmetricProduct<TA, TY> prod{ptr.data(), col.data(), detail::analyses(A).compact(A.cols(), col),
+                                                    A.values().data(), uplo == Triangle::upper, alpha, beta, x.data(),
+                                                    y.data(), nullptr, nullptr, 1, A.rows()};
+  detail::run_symmetric(prod, s, static_cast<double>(A.nnz()), dot);
 }
 
 }  // namespace

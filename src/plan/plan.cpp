@@ -19,8 +19,7 @@ namespace {
 
 /// Whether the small-block kernels read 32-bit copies of a structure's indices.
 bool wants_compact(const BsrStructure& s) {
-  return std::ranges::find(kernels::cpu::kSmallBlockSizes, s.block_size()) != std::end(kernels::cpu::kSmallBlockSizes) &&
-         std::max(s.block_rows(), s.block_cols()) <= index_t{INT32_MAX};
+  return kernels::cpu::small_block_size(s.block_size()) && std::max(s.block_rows(), s.block_cols()) <= index_t{INT32_MAX};
 }
 
 std::vector<std::int32_t> narrowed(std::span<const index_t> idx) {

@@ -64,6 +64,9 @@ struct BsrProduct {
 /// the packed tiling. BsrPlan keeps 32-bit block indices for these sizes, which the
 /// small-block kernels read.
 inline constexpr index_t kSmallBlockSizes[] = {2, 3, 4, 5, 6, 8};
+/// Whether b is one of kSmallBlockSizes. Out of line (dispatch.cpp), so that the ISA
+/// translation units, each compiled with its own flags, share one copy.
+bool small_block_size(index_t b);
 
 template <class TA, class TY>
 struct BsrKernels {
