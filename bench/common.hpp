@@ -92,18 +92,4 @@ double index_bytes(const CsrMatrix<T>& A) {
   return A.cols() <= INT32_MAX ? sizeof(std::int32_t) : sizeof(index_t);
 }
 
-/// The upper triangle (with the diagonal) of a square CSR matrix: the half storage of
-/// `spmv_symmetric` when A is symmetric.
-template <class T>
-CsrMatrix<T> upper_triangle(const CsrMatrix<T>& A) {
-  std::vector<index_t> ptr{0}, idx;
-  std::vector<T> vals;
-  for (index_t i = 0; i < A.rows(); ++i) {
-    for (index_t p = A.row_ptr()[i]; p < A.row_ptr()[i + 1]; ++p)
-      if (A.col_indices()[p] >= i) idx.push_back(A.col_indices()[p]), vals.push_back(A.values()[p]);
-    ptr.push_back(static_cast<index_t>(idx.size()));
-  }
-  return CsrMatrix<T>(A.rows(), A.cols(), std::move(ptr), std::move(idx), std::move(vals));
-}
-
 }  // namespace trnsparse::bench

@@ -481,7 +481,7 @@ void spmv_row(const Options& o, int threads, Stream& yardstick, const std::strin
   if (A.rows() == A.cols()) {
     const CsrMatrix<T> At = transpose(A);
     if (std::ranges::equal(At.col_indices(), A.col_indices()) && std::ranges::equal(At.values(), A.values()))
-      U = upper_triangle(A);
+      U = triangle(A, Triangle::upper);
   }
   const auto product = [&] { spmv(T(1), A, x, T(0), std::span(y)); };
   const auto symmetric = [&] { spmv_symmetric(T(1), *U, Triangle::upper, x, T(0), std::span(y)); };

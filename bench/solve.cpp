@@ -23,6 +23,7 @@
 #include "attention.hpp"
 #include "baselines.hpp"
 #include "common.hpp"
+#include "trnsparse/convert.hpp"
 #include "trnsparse/error.hpp"
 #include "trnsparse/generators.hpp"
 #include "trnsparse/ops.hpp"
@@ -260,7 +261,7 @@ void solve_section(const Options& o, const Row& head_in, const Emit& emit) {
     if (key == "dtype") value = str("fp64");  // the section always solves in fp64
   const int threads = head_threads(head);
   const CsrMatrix<double> A = poisson3d<double>(o.poisson_n);
-  const CsrMatrix<double> U = upper_triangle(A);
+  const CsrMatrix<double> U = triangle(A, Triangle::upper);
   const LinearOperator<double> full(A), upper(U, Triangle::upper);
   const std::vector<double> b(static_cast<std::size_t>(A.rows()), 1.0);
   const std::string problem = "poisson3d_" + std::to_string(o.poisson_n);
