@@ -84,6 +84,9 @@ struct Vec<double> {
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
   }
 };
+template <class Acc>
+using Narrow = Vec<Acc>;  // no wider vectors to narrow
+constexpr int kVectorRegisters = 16;
 constexpr int kMR = 4;
 constexpr int kNV = 2;
 

@@ -25,6 +25,9 @@ struct Vec {
   static Acc fma1(Acc a, Acc b, Acc c) { return a * b + c; }
   static Acc hsum(reg v) { return v; }
 };
+template <class Acc>
+using Narrow = Vec<Acc>;
+constexpr int kVectorRegisters = 16;
 constexpr int kMR = 4;
 constexpr int kNV = 4;
 
