@@ -19,6 +19,10 @@ struct Vec {
   static reg load(const Acc* p) { return *p; }
   static void store(Acc* p, reg v) { *p = v; }
   static reg set1(Acc x) { return x; }
+  static constexpr int Q = 1;
+  static reg quad(const Acc* p) { return *p; }
+  template <int I>
+  static reg splat(reg v) { return v; }
   static reg fma(reg a, reg b, reg c) { return a * b + c; }
   static reg add(reg a, reg b) { return a + b; }
   /// One lane of fma, rounded as fma rounds (here: no fused multiply-add).
