@@ -10,8 +10,9 @@
 // the width-1 vector path (spmv, and spmm with a strided n x 1 B), the small-block
 // kernels (b <= 8: b² lanes for one column, column passes of NV vectors otherwise,
 // partial last block rows of B read as zero), the transposed path
-// (BSC view with a permutation), the bf16 pair path for even block sizes (b = 2, 8, 10,
-// 16, 32, 64, 128) and its widening fallback for odd ones (b = 1, 3, 9, 17), logical
+// (BSC view with a permutation), the bf16 pair path for even block sizes (b = 10, 16, 32,
+// 64, 128) and its widening fallback for odd ones (b = 1, 9, 17), the bf16 small pair
+// kernel (b <= 8 against widths 2 to 8) and the widening small-block kernels, logical
 // shapes that do not fill their edge blocks, block rows with no stored block, stored
 // all-zero blocks, one dense block row, and empty matrices in each dimension.
 //
@@ -226,34 +227,43 @@ TYPED_TEST_SUITE(KernelBf16Subnormal, Bf16Pairs, TypeNames);
 TYPED_TEST(KernelBf16Subnormal, FlushIsBoundedAndNothingLeaks) {
   using TY = typename TypeParam::TY;
   const RuntimeGuard guard;
-  const index_t b = 16, rows = 48, cols = 32, width = 40;  // even b: the pair path on avx512
-  const auto s = BsrStructure::make(rows, cols, b, {0, 2, 3, 5}, {0, 1, 1, 0, 1});
-  // Odd rows of A and odd columns of B: ordinary values; even ones: subnormal or tiny.
-  auto odd_or_tiny = [&](index_t i, bool subnormal) {
-    if (i % 2 == 1) return random_value<bf16>(this->rng);
-    return subnormal ? subnormal_bf16(this->rng) : tiny_bf16(this->rng);
+  struct Shape {
+    index_t b, rows, cols, width;
   };
-  std::vector<bf16> blocks(static_cast<std::size_t>(s->n_blocks() * b * b));
-  for (std::size_t e = 0; e < blocks.size(); ++e)
-    blocks[e] = odd_or_tiny(static_cast<index_t>(e) / b, this->rng.bernoulli(0.5));
-  const BsrMatrix<bf16> A(s, std::move(blocks));
-  Dense<bf16> B(cols, width);
-  for (index_t i = 0; i < cols; ++i)
-    for (index_t j = 0; j < width; ++j) B(i, j) = odd_or_tiny(j, this->rng.bernoulli(0.5));
-  const double alpha = 1.0;
-  const Dense<TY> C0 = filled<TY>(rows, width, quiet_nan<TY>());
-  const Reference expected = reference_gemm(alpha, widen<bf16>(dense_of(A)), widen<bf16>(B), 0.0, widen<TY>(C0));
-  const double slack = std::fabs(alpha) * 2.0 * static_cast<double>(expected.inner + 1) * 0x1p-126 +
-                       (std::is_same_v<TY, bf16> ? 0x1p-134 : 0.0);
-  Dense<TY> want = C0;
-  reference_product(Product::spmm, A, alpha, B, 0.0, want);
-  EXPECT_TRUE((near_float64<bf16, TY>(want.view(), expected, slack))) << "the reference kernel itself";
-  for_each_isa([&](Isa) {
-    Dense<TY> got = C0;
-    spmm(static_cast<float>(alpha), A, B.view(), 0.0f, got.view());
-    EXPECT_TRUE((near_float64<bf16, TY>(got.view(), expected, slack)));
-    EXPECT_TRUE((near_kernel<bf16, TY>(got.view(), want.view(), expected, 2.0 * slack)));
-  });
+  // On avx512bf16, vdpbf16ps runs both: an even b = 16 (the pair panels) and small blocks
+  // against at most 8 columns (the small pair kernel), odd and even, with partial edges.
+  for (const Shape& shape : {Shape{16, 48, 32, 40}, Shape{3, 8, 5, 8}, Shape{4, 12, 7, 5}}) {
+    SCOPED_TRACE("b = " + std::to_string(shape.b) + ", width = " + std::to_string(shape.width));
+    const index_t b = shape.b, cols = shape.cols, width = shape.width;
+    const auto s = BsrStructure::make(shape.rows, cols, b, {0, 2, 3, 5}, {0, 1, 1, 0, 1});
+    // Alternate rows of each block and odd columns of B: ordinary values; the others:
+    // subnormal or tiny.
+    auto odd_or_tiny = [&](index_t i, bool subnormal) {
+      if (i % 2 == 1) return random_value<bf16>(this->rng);
+      return subnormal ? subnormal_bf16(this->rng) : tiny_bf16(this->rng);
+    };
+    std::vector<bf16> blocks(static_cast<std::size_t>(s->n_blocks() * b * b));
+    for (std::size_t e = 0; e < blocks.size(); ++e)
+      blocks[e] = odd_or_tiny(static_cast<index_t>(e) % (b * b) / b, this->rng.bernoulli(0.5));
+    const BsrMatrix<bf16> A(s, std::move(blocks));
+    Dense<bf16> B(cols, width);
+    for (index_t i = 0; i < cols; ++i)
+      for (index_t j = 0; j < width; ++j) B(i, j) = odd_or_tiny(j, this->rng.bernoulli(0.5));
+    const double alpha = 1.0;
+    const Dense<TY> C0 = filled<TY>(shape.rows, width, quiet_nan<TY>());
+    const Reference expected = reference_gemm(alpha, widen<bf16>(dense_of(A)), widen<bf16>(B), 0.0, widen<TY>(C0));
+    const double slack = std::fabs(alpha) * 2.0 * static_cast<double>(expected.inner + 1) * 0x1p-126 +
+                         (std::is_same_v<TY, bf16> ? 0x1p-134 : 0.0);
+    Dense<TY> want = C0;
+    reference_product(Product::spmm, A, alpha, B, 0.0, want);
+    EXPECT_TRUE((near_float64<bf16, TY>(want.view(), expected, slack))) << "the reference kernel itself";
+    for_each_isa([&](Isa) {
+      Dense<TY> got = C0;
+      spmm(static_cast<float>(alpha), A, B.view(), 0.0f, got.view());
+      EXPECT_TRUE((near_float64<bf16, TY>(got.view(), expected, slack)));
+      EXPECT_TRUE((near_kernel<bf16, TY>(got.view(), want.view(), expected, 2.0 * slack)));
+    });
+  }
 }
 
 // ---- CSR -------------------------------------------------------------------------------------

@@ -31,8 +31,27 @@ bool use_pairs(const BsrProduct<bf16, TY>& p) {
   return p.width > 1 && p.b % 2 == 0 && !p.trans_a && !small_kernel(p);
 }
 
+// Small blocks (b <= 8) against at most 8 columns: two rows of C per zmm register (lanes
+// 0-7 row 2s, lanes 8-15 row 2s + 1), and the block's entries paired along k, so that one
+// vdpbf16ps does 32 of a block's multiply-adds where the widening kernels do 8 per FMA.
+// B is packed per block row as kSmallPairs pair rows (b rows padded to an even count,
+// each pair row 8 columns of (B(2t, c), B(2t + 1, c)), zero past B's rows, the block's
+// rows and the width); A's pairs come from the block in registers by one word permute
+// each, its missing entries (odd b) zeroed by the permute's mask.
+constexpr index_t kSmallPairColumns = 8;
+
+template <class TY>
+bool use_small_pairs(const BsrProduct<bf16, TY>& p) {
+  return small_kernel(p) && !p.trans_a && p.width > 1 && p.width <= kSmallPairColumns;
+}
+
+/// Pair rows per block row of B.
+constexpr index_t small_pair_rows(index_t b) { return (b + 1) / 2; }
+
 template <class TY>
 std::size_t pairs_packed_bytes(const BsrProduct<bf16, TY>& p) {
+  if (use_small_pairs(p))
+    return static_cast<std::size_t>(p.in_block_rows * small_pair_rows(p.b) * 2 * kSmallPairColumns) * sizeof(bf16);
   if (!use_pairs(p)) return packed_bytes(p);
   return static_cast<std::size_t>(p.in_block_rows * p.b * round_up(p.width, kPairNR)) * sizeof(bf16);
 }
@@ -44,7 +63,23 @@ std::size_t pairs_workspace_bytes(const BsrProduct<bf16, TY>& p) {
 }
 
 template <class TY>
+void small_pairs_pack(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, index_t r0, index_t r1) {
+  const index_t b = p.b, pairs = small_pair_rows(b);
+  for (index_t bj = r0; bj < r1; ++bj) {
+    if (p.packs && !p.packs[bj]) continue;
+    std::uint16_t* dst = packed + bj * pairs * 2 * kSmallPairColumns;
+    for (index_t k = 0; k < 2 * pairs; ++k) {  // row k of the block row, padded
+      const index_t i = bj * b + k;
+      const bool row = k < b && i < p.in_rows;
+      for (index_t c = 0; c < kSmallPairColumns; ++c)
+        dst[(k / 2) * 2 * kSmallPairColumns + 2 * c + k % 2] = row && c < p.width ? p.B[i * p.ldb + c].bits : 0;
+    }
+  }
+}
+
+template <class TY>
 void pairs_pack(const BsrProduct<bf16, TY>& p, void* packed_v, index_t r0, index_t r1) {
+  if (use_small_pairs(p)) return small_pairs_pack(p, static_cast<std::uint16_t*>(packed_v), r0, r1);
   if (!use_pairs(p)) return pack(p, packed_v, r0, r1);
   auto* packed = static_cast<std::uint16_t*>(packed_v);
   for (index_t i = r0 * p.b; i < r1 * p.b; ++i) {  // row by row: B read in order, as pack()
@@ -89,9 +124,121 @@ void micro_pairs_rows(std::integer_sequence<int, R...>, int rows, index_t b, con
   table[rows - 1](b, a, bp, ws, ldw, first);
 }
 
+/// The word permutes that make a B x B block's pairs: for row pair s and k pair t, word
+/// 2d + h of the result holds A(2s + d / 8, 2t + h) (d: the fp32 lane), or zero where
+/// that row or column is past the block (`mask` clears it).
+template <int B>
+struct SmallPairLanes {
+  static constexpr int S = (B + 1) / 2;
+  struct Table {
+    std::array<std::uint16_t, 32> index[S][S];
+    std::uint32_t mask[S][S];
+  };
+  static constexpr Table table = [] {
+    Table t{};
+    for (int s = 0; s < S; ++s)
+      for (int kp = 0; kp < S; ++kp)
+        for (int w = 0; w < 32; ++w) {
+          const int r = 2 * s + (w / 2) / 8, k = 2 * kp + w % 2;
+          if (r < B && k < B) {
+            t.index[s][kp][w] = static_cast<std::uint16_t>(r * B + k);
+            t.mask[s][kp] |= 1u << w;
+          }
+        }
+    return t;
+  }();
+};
+
+/// C(block rows [r0, r1), the first width <= 8 columns) from pair-packed B (see
+/// use_small_pairs); the row's blocks dealt to G accumulator groups as in small_pass.
+template <int B, class TY, class I>
+void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::uint16_t* packed, index_t r0,
+                      index_t r1) {
+  using T = SmallPairLanes<B>;
+  constexpr int S = T::S;
+  constexpr int G = accumulator_groups(S, S * S, S, accumulator_registers<Vec<float>>() * 3 / 2);
+  // Words a block is read as: 16 (a ymm load), 32 or 64 (one or two zmm loads). A zmm
+  // load at a block's stride crosses a cache line on almost every block.
+  constexpr index_t span = B * B <= 16 ? 16 : B * B <= 32 ? 32 : 64;
+  constexpr index_t stride = S * 2 * kSmallPairColumns;  // packed words per block row of B
+  const Blocks<B, true, bf16, TY, I> blocks(p, idx, span);
+  for (index_t bi = r0; bi < r1; ++bi) {
+    __m512 acc[G][S];
+    for (int g = 0; g < G; ++g)
+      for (int s = 0; s < S; ++s) acc[g][s] = _mm512_setzero_ps();
+    const index_t q0 = p.ptr[bi], q1 = p.ptr[bi + 1];
+    const auto run = [&](auto whole) {
+      constexpr bool Whole = decltype(whole)::value;
+      const auto step = [&](__m512(&g_acc)[S], index_t q) {
+        const bf16* a = blocks.at(q);
+        __m512i lo, hi;
+        constexpr unsigned n = B * B;  // the block's words; masks for a partial read
+        const bool readable = Whole || blocks.whole(q, a);
+        if constexpr (span == 16) {
+          lo = _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
+                                            : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1u), a));
+          hi = lo;
+        } else if constexpr (span == 32) {
+          lo = readable ? _mm512_loadu_si512(a) : _mm512_maskz_loadu_epi16((__mmask32{1} << n) - 1, a);
+          hi = lo;
+        } else {
+          lo = _mm512_loadu_si512(a);  // n > 32: the first 32 words are the block's
+          hi = readable ? _mm512_loadu_si512(a + 32)
+                        : _mm512_maskz_loadu_epi16(n == 64 ? ~__mmask32{0} : (__mmask32{1} << (n - 32)) - 1, a + 32);
+        }
+        const std::uint16_t* bp = packed + blocks.column(q) * stride;
+        __m512bh bt[S];
+        for (int t = 0; t < S; ++t)
+          bt[t] = (__m512bh)_mm512_broadcast_i64x4(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + t * 2 * kSmallPairColumns)));
+        for (int s = 0; s < S; ++s)
+          for (int t = 0; t < S; ++t) {
+            const __m512i ix = _mm512_loadu_si512(T::table.index[s][t].data());
+            const __m512i pair = _mm512_maskz_permutex2var_epi16(T::table.mask[s][t], lo, ix, hi);
+            g_acc[s] = _mm512_dpbf16_ps(g_acc[s], (__m512bh)pair, bt[t]);
+          }
+      };
+      index_t q = q0;
+      for (; q + G <= q1; q += G)
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          blocks.prefetch(q + g);
+          step(acc[g], q + g);
+        }
+      for (; q < q1; ++q) step(acc[0], q);
+    };
+    if (blocks.all_whole(q1)) run(std::true_type{});
+    else run(std::false_type{});
+    const index_t rows = min_index(B, p.out_rows - bi * B);
+    alignas(64) float out[16];
+    for (int s = 0; s < S; ++s) {
+      __m512 sum = acc[0][s];
+      for (int g = 1; g < G; ++g) sum = _mm512_add_ps(sum, acc[g][s]);
+      _mm512_store_ps(out, sum);
+      for (index_t h = 0; h < 2 && 2 * s + h < rows; ++h) {
+        TY* c = p.C + (bi * B + 2 * s + h) * p.ldc;
+        const float* o = out + 8 * h;
+        if (p.beta == 0.0f)
+          for (index_t j = 0; j < p.width; ++j) c[j] = narrow_to<TY>(p.alpha * o[j]);
+        else
+          for (index_t j = 0; j < p.width; ++j) c[j] = narrow_to<TY>(p.alpha * o[j] + p.beta * widen(c[j]));
+      }
+    }
+  }
+}
+
+template <class TY>
+void small_pairs_compute(const BsrProduct<bf16, TY>& p, const std::uint16_t* packed, index_t r0, index_t r1) {
+  with_small_block(p.b, [&](auto B) {
+    if (p.idx32) small_pairs_rows<decltype(B)::value>(p, p.idx32, packed, r0, r1);
+    else small_pairs_rows<decltype(B)::value>(p, p.idx, packed, r0, r1);
+  });
+}
+
 /// The tiling of compute_panels in bsr_tile.inc, on bf16 pair panels.
 template <class TY>
 void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws_v, index_t r0, index_t r1) {
+  if (use_small_pairs(p)) return small_pairs_compute(p, static_cast<const std::uint16_t*>(packed_v), r0, r1);
   if (!use_pairs(p)) return compute(p, packed_v, ws_v, r0, r1);
   const auto* packed = static_cast<const std::uint16_t*>(packed_v);
   auto* ws = static_cast<float*>(ws_v);
