@@ -169,7 +169,7 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
     const index_t q0 = p.ptr[bi], q1 = p.ptr[bi + 1];
     const auto run = [&](auto whole) {
       constexpr bool Whole = decltype(whole)::value;
-      const auto step = [&](__m512(&g_acc)[S], index_t q) {
+      const auto step = [&](__m512(&g_acc)[S], index_t q) __attribute__((always_inline)) {
         const bf16* a = blocks.at(q);
         __m512i lo, hi;
         constexpr unsigned n = B * B;  // the block's words; masks for a partial read
