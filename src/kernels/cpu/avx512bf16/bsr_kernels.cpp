@@ -124,29 +124,38 @@ void micro_pairs_rows(std::integer_sequence<int, R...>, int rows, index_t b, con
   table[rows - 1](b, a, bp, ws, ldw, first);
 }
 
-/// The word permutes that make a B x B block's pairs: for row pair s and k pair t, word
-/// 2d + h of the result holds A(2s + d / 8, 2t + h) (d: the fp32 lane), or zero where
-/// that row or column is past the block (`mask` clears it).
+/// How a B x B block's pairs are made: for row pair s and k pair t, fp32 lane d of the
+/// result holds the bf16 pair (A(r, 2t), A(r, 2t + 1)), r = 2s + d / 8, as one dword
+/// permute of two registers (`index`, from vpermt2d's two sources). A row's pairs
+/// start at word r B + 2t: for an even B always at a dword of the block (the sources:
+/// its words 0-31 and 32-63); for an odd B every other row's start at an odd word, so the
+/// second source is the block read one word on. An odd B's last pair has no entry
+/// 2t + 1: `pad` clears that word (it holds the next row's first entry), so that an
+/// infinite A(r + 1, 0) cannot meet the zero in B's padding. Lanes of rows past B are
+/// never stored.
 template <int B>
 struct SmallPairLanes {
   static constexpr int S = (B + 1) / 2;
+  static constexpr bool odd = B % 2 == 1;
   struct Table {
-    std::array<std::uint16_t, 32> index[S][S];
-    std::uint32_t mask[S][S];
+    std::array<std::uint32_t, 16> index[S][S];
   };
   static constexpr Table table = [] {
     Table t{};
     for (int s = 0; s < S; ++s)
       for (int kp = 0; kp < S; ++kp)
-        for (int w = 0; w < 32; ++w) {
-          const int r = 2 * s + (w / 2) / 8, k = 2 * kp + w % 2;
-          if (r < B && k < B) {
-            t.index[s][kp][w] = static_cast<std::uint16_t>(r * B + k);
-            t.mask[s][kp] |= 1u << w;
-          }
+        for (int d = 0; d < 16; ++d) {
+          const int r = 2 * s + d / 8, o = r * B + 2 * kp;
+          if (r < B) t.index[s][kp][d] = static_cast<std::uint32_t>(o % 2 == 0 ? o / 2 : 16 + (o - 1) / 2);
         }
     return t;
   }();
+  static constexpr __mmask32 pad = 0x55555555u;  // the first word of every pair
+  /// Words a block is read as, from its start and (odd B) one word on: whole ymm or zmm
+  /// registers, as few as hold the pairs (a zmm load at a block's stride crosses a cache
+  /// line on almost every block).
+  static constexpr int words = odd ? (B * B + 1 <= 16 ? 16 : 32) : (B * B <= 16 ? 16 : 64);
+  static constexpr index_t span = odd ? words + 1 : words;
 };
 
 /// C(block rows [r0, r1), the first width <= 8 columns) from pair-packed B (see
@@ -157,11 +166,8 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
   using T = SmallPairLanes<B>;
   constexpr int S = T::S;
   constexpr int G = accumulator_groups(S, S * S, S, accumulator_registers<Vec<float>>() * 3 / 2);
-  // Words a block is read as: 16 (a ymm load), 32 or 64 (one or two zmm loads). A zmm
-  // load at a block's stride crosses a cache line on almost every block.
-  constexpr index_t span = B * B <= 16 ? 16 : B * B <= 32 ? 32 : 64;
   constexpr index_t stride = S * 2 * kSmallPairColumns;  // packed words per block row of B
-  const Blocks<B, true, bf16, TY, I> blocks(p, idx, span);
+  const Blocks<B, true, bf16, TY, I> blocks(p, idx, T::span);
   for (index_t bi = r0; bi < r1; ++bi) {
     __m512 acc[G][S];
     for (int g = 0; g < G; ++g)
@@ -171,20 +177,26 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
       constexpr bool Whole = decltype(whole)::value;
       const auto step = [&](__m512(&g_acc)[S], index_t q) __attribute__((always_inline)) {
         const bf16* a = blocks.at(q);
-        __m512i lo, hi;
-        constexpr unsigned n = B * B;  // the block's words; masks for a partial read
         const bool readable = Whole || blocks.whole(q, a);
-        if constexpr (span == 16) {
-          lo = _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
-                                            : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1u), a));
-          hi = lo;
-        } else if constexpr (span == 32) {
-          lo = readable ? _mm512_loadu_si512(a) : _mm512_maskz_loadu_epi16((__mmask32{1} << n) - 1, a);
-          hi = lo;
+        // n words from p: whole (readable) or masked, in a ymm or zmm register.
+        const auto words = [&](const bf16* from, unsigned n) {
+          if constexpr (T::words == 16)
+            return _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from))
+                                                   : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1u), from));
+          else
+            return readable ? _mm512_loadu_si512(from)
+                            : _mm512_maskz_loadu_epi16(n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1, from);
+        };
+        constexpr unsigned n = B * B;
+        __m512i lo, hi;
+        if constexpr (T::odd) {
+          lo = words(a, n);
+          hi = words(a + 1, n - 1);
+        } else if constexpr (T::words == 16) {
+          lo = hi = words(a, n);
         } else {
           lo = _mm512_loadu_si512(a);  // n > 32: the first 32 words are the block's
-          hi = readable ? _mm512_loadu_si512(a + 32)
-                        : _mm512_maskz_loadu_epi16(n == 64 ? ~__mmask32{0} : (__mmask32{1} << (n - 32)) - 1, a + 32);
+          hi = words(a + 32, n - 32);
         }
         const std::uint16_t* bp = packed + blocks.column(q) * stride;
         __m512bh bt[S];
@@ -193,8 +205,8 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + t * 2 * kSmallPairColumns)));
         for (int s = 0; s < S; ++s)
           for (int t = 0; t < S; ++t) {
-            const __m512i ix = _mm512_loadu_si512(T::table.index[s][t].data());
-            const __m512i pair = _mm512_maskz_permutex2var_epi16(T::table.mask[s][t], lo, ix, hi);
+            __m512i pair = _mm512_permutex2var_epi32(lo, _mm512_loadu_si512(T::table.index[s][t].data()), hi);
+            if (T::odd && t == S - 1) pair = _mm512_maskz_mov_epi16(T::pad, pair);
             g_acc[s] = _mm512_dpbf16_ps(g_acc[s], (__m512bh)pair, bt[t]);
           }
       };
@@ -202,7 +214,7 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
       for (; q + G <= q1; q += G)
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) {
-          blocks.prefetch(q + g);
+          if (g % blocks.prefetch_every == 0) blocks.prefetch(q + g);
           step(acc[g], q + g);
         }
       for (; q < q1; ++q) step(acc[0], q);
