@@ -242,8 +242,7 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
 template <class TY>
 void small_pairs_compute(const BsrProduct<bf16, TY>& p, const std::uint16_t* packed, index_t r0, index_t r1) {
   with_small_block(p.b, [&](auto B) {
-    if (p.idx32) small_pairs_rows<decltype(B)::value>(p, p.idx32, packed, r0, r1);
-    else small_pairs_rows<decltype(B)::value>(p, p.idx, packed, r0, r1);
+    small_pairs_rows<decltype(B)::value>(p, p.idx32, packed, r0, r1);
   });
 }
 
