@@ -2,9 +2,12 @@
 // vdpbf16ps multiplies pairs of bf16 along K and accumulates in fp32, twice the fp32
 // FMA rate. B is packed as bf16 row pairs: panel element (t, c, h) holds B(2t + h, c),
 // so one 32-bit broadcast of A(r, 2t..2t+1) meets 16 columns per register.
-// Needs an even block size (pairs never cross a block) and a non-transposed A (pairs
-// of A adjacent in memory); other cases, and SpMV, run this TU's copy of the widening
-// kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and outputs to zero.
+// That path needs an even block size (pairs never cross a block) and a non-transposed A
+// (pairs of A adjacent in memory). Small blocks (b <= 8, odd ones too) against 2 to 8
+// columns run the small pair kernel below; other cases, and SpMV, run this TU's copy of
+// the widening kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
+// outputs to zero, so a bf16 product's last bits depend on its path (its width, the
+// CPU's ISA), though never on the thread count.
 #include <immintrin.h>
 
 #include <array>
@@ -34,10 +37,10 @@ bool use_pairs(const BsrProduct<bf16, TY>& p) {
 // Small blocks (b <= 8) against at most 8 columns: two rows of C per zmm register (lanes
 // 0-7 row 2s, lanes 8-15 row 2s + 1), and the block's entries paired along k, so that one
 // vdpbf16ps does 32 of a block's multiply-adds where the widening kernels do 8 per FMA.
-// B is packed per block row as kSmallPairs pair rows (b rows padded to an even count,
-// each pair row 8 columns of (B(2t, c), B(2t + 1, c)), zero past B's rows, the block's
-// rows and the width); A's pairs come from the block in registers by one word permute
-// each, its missing entries (odd b) zeroed by the permute's mask.
+// B is packed per block row as small_pair_rows(b) pair rows (b rows padded to an even
+// count, each pair row kSmallPairColumns columns of (B(2t, c), B(2t + 1, c)), zero past
+// B's rows, the block's rows and the width); A's pairs come from the block in registers
+// by one dword permute each (SmallPairLanes).
 constexpr index_t kSmallPairColumns = 8;
 
 template <class TY>
