@@ -213,14 +213,7 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
             g_acc[s] = _mm512_dpbf16_ps(g_acc[s], (__m512bh)pair, bt[t]);
           }
       };
-      index_t q = q0;
-      for (; q + G <= q1; q += G)
-#pragma GCC unroll 4
-        for (int g = 0; g < G; ++g) {
-          if (g % blocks.prefetch_every == 0) blocks.prefetch(q + g);
-          step(acc[g], q + g);
-        }
-      for (; q < q1; ++q) step(acc[0], q);
+      blocks.deal(acc, q0, q1, step);
     };
     if (blocks.all_whole(q1)) run(std::true_type{});
     else run(std::false_type{});
