@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/prefetch.hpp"
 #include "plan/csr_analysis.hpp"
 
 namespace trnsparse::kernels::cpu::avx2 {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/prefetch.hpp"
 #include "plan/csr_analysis.hpp"
 
 namespace trnsparse::kernels::cpu::avx512 {

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/prefetch.hpp"
 
 namespace trnsparse::kernels::cpu::avx512bf16 {
 

@@ -1,0 +1,17 @@
+// A software prefetch the compiler keeps. The kernels' prefetches are their only request
+// for the operands ahead of the hardware prefetchers (A's values and indices streaming
+// from memory), and GCC 12, Debian 12's compiler, drops __builtin_prefetch from some
+// inlined loops in its RTL back end: the small-block SpMM, the CSR SpMM's wide passes and
+// the symmetric block kernels had no prefetch instruction left in the object (the same
+// GCC 12 behaviour as intel/ScalableVectorSearch#361). An asm statement is never dropped.
+#pragma once
+
+namespace trnsparse::kernels::cpu {
+
+/// prefetcht0 of the cache line holding p (p need not be dereferenceable: a prefetch
+/// never faults, and the "m" operand only names the address).
+[[gnu::always_inline]] inline void prefetch_line(const void* p) {
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+}
+
+}  // namespace trnsparse::kernels::cpu
