@@ -9,9 +9,9 @@
 namespace trnsparse::kernels::cpu {
 
 /// prefetcht0 of the cache line holding p (p need not be dereferenceable: a prefetch
-/// never faults, and the "m" operand only names the address).
-[[gnu::always_inline]] inline void prefetch_line(const void* p) {
-  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-}
+/// never faults). The address goes in as a register, not a memory operand: an asm that
+/// reads memory through a char pointer may read anything as far as GCC knows, so it
+/// would store the caller's accumulators back to the stack before every prefetch.
+[[gnu::always_inline]] inline void prefetch_line(const void* p) { asm volatile("prefetcht0 (%0)" : : "r"(p)); }
 
 }  // namespace trnsparse::kernels::cpu
