@@ -60,6 +60,7 @@ struct Vec<float> {
   static reg splat(reg v) { return _mm256_permute_ps(v, I * 0x55); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
   static float fma1(float a, float b, float c) { return std::fma(a, b, c); }
   static float hsum(reg v) {  // ((v0+v4)+(v2+v6)) + ((v1+v5)+(v3+v7))
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -90,6 +91,7 @@ struct Vec<double> {
   static reg splat(reg v) { return _mm256_permute_pd(v, I ? 0xF : 0x0); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_pd(a, b, c); }
   static reg add(reg a, reg b) { return _mm256_add_pd(a, b); }
+  static reg mul(reg a, reg b) { return _mm256_mul_pd(a, b); }
   static double fma1(double a, double b, double c) { return std::fma(a, b, c); }
   static double hsum(reg v) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));

@@ -26,6 +26,7 @@ struct Vec {
   static reg splat(reg v) { return v; }
   static reg fma(reg a, reg b, reg c) { return a * b + c; }
   static reg add(reg a, reg b) { return a + b; }
+  static reg mul(reg a, reg b) { return a * b; }
   /// One lane of fma, rounded as fma rounds (here: no fused multiply-add).
   static Acc fma1(Acc a, Acc b, Acc c) { return a * b + c; }
   static Acc hsum(reg v) { return v; }
