@@ -267,9 +267,9 @@ TYPED_TEST(KernelBf16Subnormal, FlushIsBoundedAndNothingLeaks) {
 }
 
 // An infinite entry reaches its own row only. The bf16 small pair kernel pairs an odd
-// block's last column with the word after it (the next row's first entry, or the next
-// block's) and clears that word; B's padding is zero, so a leak would show as NaN
-// (inf * 0) in the row above. Each ISA, b = 3 and 5, widths 2 and 8.
+// block's last column with a zero word, where the word after it in memory is the next
+// row's first entry (or the next block's); B's padding is zero, so a leak would show as
+// NaN (inf * 0) in the row above. Each ISA, b = 3 and 5, widths 2 and 8.
 TYPED_TEST(KernelBf16Subnormal, AnInfiniteEntryStaysInItsRow) {
   using TY = typename TypeParam::TY;
   const RuntimeGuard guard;

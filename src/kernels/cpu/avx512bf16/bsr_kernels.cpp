@@ -41,7 +41,7 @@ bool use_pairs(const BsrProduct<bf16, TY>& p) {
 // B is packed per block row as small_pair_rows(b) pair rows (b rows padded to an even
 // count, each pair row kSmallPairColumns columns of (B(2t, c), B(2t + 1, c)), zero past
 // B's rows, the block's rows and the width); A's pairs come from the block in registers
-// by one dword permute each (SmallPairLanes).
+// by one permute each (SmallPairLanes).
 constexpr index_t kSmallPairColumns = 8;
 
 template <class TY>
@@ -69,14 +69,22 @@ std::size_t pairs_workspace_bytes(const BsrProduct<bf16, TY>& p) {
 template <class TY>
 void small_pairs_pack(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, index_t r0, index_t r1) {
   const index_t b = p.b, pairs = small_pair_rows(b);
+  const bool whole = p.width >= kSmallPairColumns;
+  const auto columns = static_cast<__mmask8>((1u << min_index(p.width, kSmallPairColumns)) - 1u);
+  // Row k of block row bj: its first 8 words, zero past B's rows, the block row and the width.
+  const auto row = [&](index_t bj, index_t k) {
+    const index_t i = bj * b + k;
+    if (k >= b || i >= p.in_rows) return _mm_setzero_si128();
+    const bf16* src = p.B + i * p.ldb;
+    return whole ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)) : _mm_maskz_loadu_epi16(columns, src);
+  };
   for (index_t bj = r0; bj < r1; ++bj) {
     if (p.packs && !p.packs[bj]) continue;
     std::uint16_t* dst = packed + bj * pairs * 2 * kSmallPairColumns;
-    for (index_t k = 0; k < 2 * pairs; ++k) {  // row k of the block row, padded
-      const index_t i = bj * b + k;
-      const bool row = k < b && i < p.in_rows;
-      for (index_t c = 0; c < kSmallPairColumns; ++c)
-        dst[(k / 2) * 2 * kSmallPairColumns + 2 * c + k % 2] = row && c < p.width ? p.B[i * p.ldb + c].bits : 0;
+    for (index_t t = 0; t < pairs; ++t, dst += 2 * kSmallPairColumns) {  // rows 2t and 2t + 1, interleaved
+      const __m128i even = row(bj, 2 * t), odd = row(bj, 2 * t + 1);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(even, odd));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + kSmallPairColumns), _mm_unpackhi_epi16(even, odd));
     }
   }
 }
@@ -141,8 +149,20 @@ template <int B>
 struct SmallPairLanes {
   static constexpr int S = (B + 1) / 2;
   static constexpr bool odd = B % 2 == 1;
+  /// Words a block is read as: whole ymm or zmm registers, as few as hold it (a zmm
+  /// load at a block's stride crosses a cache line on almost every block).
+  static constexpr int words = B * B <= 16 ? 16 : B * B <= 32 ? 32 : 64;
+  static_assert(!odd || words <= 32, "an odd block pairs by word permutes of one register");
+  /// Even B: pair (s, kp)'s dword lane d is dword dwords[s][kp][d] of (lo, hi), the
+  /// block's words 0-31 and 32-63 (both its words 0-15 when it has no more): pairs of an
+  /// even row length never straddle rows. Rows past B read garbage that no output sums.
+  /// Odd B: word lane w is word words[s][kp][w] of the block in one register, or 32, the
+  /// first word of a zero register: an odd row's last pair is padded with a zero, and
+  /// not with the next row's entry, so that an infinite entry never meets B's zero
+  /// padding (inf x 0 is NaN).
   struct Table {
-    std::array<std::uint32_t, 16> index[S][S];
+    std::array<std::uint32_t, 16> dwords[S][S];
+    std::array<std::uint16_t, 32> words[S][S];
   };
   static constexpr Table table = [] {
     Table t{};
@@ -150,16 +170,13 @@ struct SmallPairLanes {
       for (int kp = 0; kp < S; ++kp)
         for (int d = 0; d < 16; ++d) {
           const int r = 2 * s + d / 8, o = r * B + 2 * kp;
-          if (r < B) t.index[s][kp][d] = static_cast<std::uint32_t>(o % 2 == 0 ? o / 2 : 16 + (o - 1) / 2);
+          if (!odd && r < B) t.dwords[s][kp][d] = static_cast<std::uint32_t>(o / 2);
+          for (int h = 0; h < 2; ++h)
+            t.words[s][kp][2 * d + h] = static_cast<std::uint16_t>(r < B && 2 * kp + h < B ? o + h : 32);
         }
     return t;
   }();
-  static constexpr __mmask32 pad = 0x55555555u;  // the first word of every pair
-  /// Words a block is read as, from its start and (odd B) one word on: whole ymm or zmm
-  /// registers, as few as hold the pairs (a zmm load at a block's stride crosses a cache
-  /// line on almost every block).
-  static constexpr int words = odd ? (B * B + 1 <= 16 ? 16 : 32) : (B * B <= 16 ? 16 : 64);
-  static constexpr index_t span = odd ? words + 1 : words;
+  static constexpr index_t span = words;
 };
 
 /// C(block rows [r0, r1), the first width <= 8 columns) from pair-packed B (see
@@ -193,10 +210,7 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
         };
         constexpr unsigned n = B * B;
         __m512i lo, hi;
-        if constexpr (T::odd) {
-          lo = words(a, n);
-          hi = words(a + 1, n - 1);
-        } else if constexpr (T::words == 16) {
+        if constexpr (T::odd || T::words <= 32) {
           lo = hi = words(a, n);
         } else {
           lo = _mm512_loadu_si512(a);  // n > 32: the first 32 words are the block's
@@ -209,8 +223,9 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + t * 2 * kSmallPairColumns)));
         for (int s = 0; s < S; ++s)
           for (int t = 0; t < S; ++t) {
-            __m512i pair = _mm512_permutex2var_epi32(lo, _mm512_loadu_si512(T::table.index[s][t].data()), hi);
-            if (T::odd && t == S - 1) pair = _mm512_maskz_mov_epi16(T::pad, pair);
+            const __m512i pair =
+                T::odd ? _mm512_permutex2var_epi16(lo, _mm512_loadu_si512(T::table.words[s][t].data()), _mm512_setzero_si512())
+                       : _mm512_permutex2var_epi32(lo, _mm512_loadu_si512(T::table.dwords[s][t].data()), hi);
             g_acc[s] = _mm512_dpbf16_ps(g_acc[s], (__m512bh)pair, bt[t]);
           }
       };
@@ -223,6 +238,20 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
     for (int s = 0; s < S; ++s) {
       __m512 sum = acc[0][s];
       for (int g = 1; g < G; ++g) sum = _mm512_add_ps(sum, acc[g][s]);
+      // Rows of 8 fp32 columns written as vectors, by the scalar loop's operations (alpha
+      // * s, plus beta * c, each rounded).
+      if constexpr (std::is_same_v<TY, float>) {
+        if (p.width == kSmallPairColumns) {
+          sum = _mm512_mul_ps(_mm512_set1_ps(p.alpha), sum);
+          for (index_t h = 0; h < 2 && 2 * s + h < rows; ++h) {
+            float* c = p.C + (bi * B + 2 * s + h) * p.ldc;
+            __m256 v = h == 0 ? _mm512_castps512_ps256(sum) : _mm512_extractf32x8_ps(sum, 1);
+            if (p.beta != 0.0f) v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(p.beta), _mm256_loadu_ps(c)));
+            _mm256_storeu_ps(c, v);
+          }
+          continue;
+        }
+      }
       _mm512_store_ps(out, sum);
       for (index_t h = 0; h < 2 && 2 * s + h < rows; ++h) {
         TY* c = p.C + (bi * B + 2 * s + h) * p.ldc;
