@@ -47,6 +47,10 @@ public:
 
   [[nodiscard]] const BsrStructure& structure() const noexcept { return *structure_; }
   [[nodiscard]] const std::shared_ptr<const BsrStructure>& structure_ptr() const noexcept { return structure_; }
+  /// Whether `s` is this plan's structure or an equal one (thread-safe). Comparing two
+  /// structure objects reads every block index, as long as a product from memory takes,
+  /// so an equal object is compared once and then known by address while it lives.
+  [[nodiscard]] bool same_structure(const std::shared_ptr<const BsrStructure>& s) const;
 
   /// Boundaries of `parts` contiguous block-row ranges with about equal cost (stored
   /// blocks + 1 per block row): part t owns block rows [s[t], s[t+1]). Cached per `parts`.
@@ -89,6 +93,8 @@ private:
   const detail::SymmetricChunks& symmetric_chunks(Triangle uplo) const;
   mutable std::once_flag symmetric_once_[2];
   mutable std::shared_ptr<const detail::SymmetricChunks> symmetric_[2];
+  mutable std::mutex equal_mutex_;
+  mutable std::vector<std::weak_ptr<const BsrStructure>> equal_;  // other objects found equal, while alive
   mutable std::mutex split_mutex_;
   mutable std::vector<std::pair<int, std::vector<index_t>>> row_splits_;
   mutable std::vector<std::pair<int, std::vector<index_t>>> col_splits_;
@@ -106,6 +112,9 @@ struct PlanCacheStats {
   std::uint64_t misses = 0;
   std::size_t size = 0;
   std::size_t capacity = 0;
+  /// Structure objects compared in full with a plan's (BsrPlan::same_structure: once
+  /// per object; a cache lookup or a product with an equal structure built separately).
+  std::uint64_t comparisons = 0;
 };
 [[nodiscard]] PlanCacheStats plan_cache_stats();
 /// Drops every cached plan (plans held elsewhere stay valid) and zeroes the counters.

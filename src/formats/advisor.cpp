@@ -64,7 +64,7 @@ namespace {
 /// The file format and the kernels it measured: a change to either that moves the
 /// per-format speeds bumps the number, so that caches written before it are measured
 /// again instead of pricing today's kernels with yesterday's speeds.
-constexpr std::string_view kHeader = "trnsparse-calibration 5";
+constexpr std::string_view kHeader = "trnsparse-calibration 6";
 
 bool known_dtype(std::string_view d) { return d == "fp32" || d == "fp64" || d == "bf16"; }
 

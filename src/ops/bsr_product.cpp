@@ -15,7 +15,7 @@ namespace cpu = kernels::cpu;
 
 template <class TA>
 void check_structure(const BsrPlan& plan, const BsrMatrix<TA>& A, const char* who) {
-  if (A.structure_ptr() != plan.structure_ptr() && !(A.structure() == plan.structure()))
+  if (!plan.same_structure(A.structure_ptr()))
     throw InvalidArgument(detail::concat(who, ": A's structure is not the plan's"));
 }
 

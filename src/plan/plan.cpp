@@ -1,6 +1,7 @@
 #include "trnsparse/plan.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <list>
@@ -38,6 +39,23 @@ const std::int32_t* BsrPlan::compact_indices(bool transposed_view) const {
   if (!transposed_view) return compact_.data();
   (void)transposed();  // builds compact_transposed_ with the view
   return compact_transposed_.data();
+}
+
+namespace {
+std::atomic<std::uint64_t> structure_comparisons{0};  // PlanCacheStats::comparisons
+}  // namespace
+
+bool BsrPlan::same_structure(const std::shared_ptr<const BsrStructure>& s) const {
+  if (s == structure_) return true;
+  if (!s) return false;
+  std::lock_guard lock(equal_mutex_);
+  std::erase_if(equal_, [](const std::weak_ptr<const BsrStructure>& w) { return w.expired(); });
+  // A live weak_ptr to s's object is s itself: two live objects never share an address.
+  if (std::ranges::any_of(equal_, [&](const std::weak_ptr<const BsrStructure>& w) { return w.lock() == s; })) return true;
+  structure_comparisons.fetch_add(1, std::memory_order_relaxed);
+  if (!(*s == *structure_)) return false;
+  equal_.push_back(s);
+  return true;
 }
 
 std::span<const index_t> BsrPlan::cached_split(std::vector<std::pair<int, std::vector<index_t>>>& cache, int parts,
@@ -88,7 +106,7 @@ public:
     const auto range = index_.equal_range(s->fingerprint());
     for (auto it = range.first; it != range.second; ++it) {
       const auto& cached = *it->second;
-      if (cached->structure_ptr() == s || cached->structure() == *s) {
+      if (cached->same_structure(s)) {
         lru_.splice(lru_.begin(), lru_, it->second);  // most recent first
         ++hits_;
         return cached;
@@ -104,7 +122,7 @@ public:
 
   PlanCacheStats stats() {
     std::lock_guard lock(mutex_);
-    return {hits_, misses_, lru_.size(), capacity_};
+    return {hits_, misses_, lru_.size(), capacity_, structure_comparisons.load(std::memory_order_relaxed)};
   }
 
   void clear() {
@@ -112,6 +130,7 @@ public:
     lru_.clear();
     index_.clear();
     hits_ = misses_ = 0;
+    structure_comparisons.store(0, std::memory_order_relaxed);
   }
 
   void set_capacity(std::size_t capacity) {
