@@ -1,9 +1,10 @@
 // A software prefetch the compiler keeps. The kernels' prefetches are their only request
 // for the operands ahead of the hardware prefetchers (A's values and indices streaming
 // from memory), and GCC 12, Debian 12's compiler, drops __builtin_prefetch from some
-// inlined loops in its RTL back end: the small-block SpMM, the CSR SpMM's wide passes and
-// the symmetric block kernels had no prefetch instruction left in the object (the same
-// GCC 12 behaviour as intel/ScalableVectorSearch#361). An asm statement is never dropped.
+// inlined loops in its RTL back end: every instance of the small-block SpMM's pass had
+// no prefetch instruction left in the object (the same GCC 12 behaviour as
+// intel/ScalableVectorSearch#361). An asm statement is never dropped, so every kernel
+// prefetches through this one.
 #pragma once
 
 namespace trnsparse::kernels::cpu {
