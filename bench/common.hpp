@@ -45,6 +45,26 @@ double median_ms(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
+/// Medians of `reps` runs each of f and g (in ms), timed in alternating chunks of `chunk`
+/// runs, g's chunk first and f's last, each chunk after an untimed warm-up run. On a
+/// shared host whose load drifts over seconds, two medians taken one after the other
+/// can differ by a quarter from the drift alone; alternating, both see the same share
+/// of it, and their ratio is what a row quotes. The warm-up keeps an operand that fits
+/// in cache there, as repeated products of one matrix keep it.
+template <class F, class G>
+std::pair<double, double> paired_median_ms(int reps, int chunk, F&& f, G&& g) {
+  std::vector<double> tf, tg;
+  chunk = std::max(chunk, 1);
+  for (int done = 0; done < std::max(reps, 1); done += chunk) {
+    const int n = std::min(chunk, std::max(reps, 1) - done);
+    for (const double t : times_ms(n, g)) tg.push_back(t);
+    for (const double t : times_ms(n, f)) tf.push_back(t);
+  }
+  std::ranges::sort(tf);
+  std::ranges::sort(tg);
+  return {tf[tf.size() / 2], tg[tg.size() / 2]};
+}
+
 /// A JSON number (null when not finite).
 inline std::string num(double v) {
   if (!std::isfinite(v)) return "null";

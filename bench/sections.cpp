@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention.hpp"
@@ -376,14 +377,31 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
       const double csr_ms = median_ms(reps, [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); });
       const double csr_err = product_rel_err<T, TC>(A_rounded, B.view(), C.view());
       const double eigen = eigen_spmm_ms(A_base, B_base.view(), C_base.view(), reps, threads);
+      // bf16 against fp32 on the same pattern, values and operand (cast up exactly), the
+      // two products timed side by side: their own rows come from runs minutes apart.
+      constexpr bool kBf16 = std::is_same_v<T, bf16>;
+      const CsrMatrix<float> A32 = kBf16 ? cast<float>(A) : CsrMatrix<float>(0, 0);
+      const Dense<float> B32 = kBf16 ? cast<float>(B.view()) : Dense<float>();
+      Dense<float> C32(kBf16 ? A.rows() : 0, width);
       double best_ms = INFINITY, pick_ms = NAN;
       index_t best_b = 1;
       for (const Candidate& c : advice.candidates) {
-        double ms = csr_ms, err = csr_err, petsc = NAN;
+        double ms = csr_ms, err = csr_err, petsc = NAN, row_csr_ms = csr_ms;
+        std::pair<double, double> vs_fp32{NAN, NAN};  // (bf16 ms, fp32 ms), timed side by side
+        const auto csr_product = [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); };
         if (c.format == Format::bsr) {
           const BsrMatrix<T> Ab = to_bsr(A, c.block_size);
-          ms = median_ms(reps, [&] { spmm(acc_t<T>(1), Ab, B.view(), acc_t<T>(0), C.view()); });
+          const auto product = [&] { spmm(acc_t<T>(1), Ab, B.view(), acc_t<T>(0), C.view()); };
+          // Against our CSR timed alongside (paired_median_ms), so that × CSR compares
+          // the two under the same host load.
+          std::tie(ms, row_csr_ms) = paired_median_ms(reps, 5, product, csr_product);
           err = product_rel_err<T, TC>(A_rounded, B.view(), C.view());
+          if constexpr (kBf16) {
+            const BsrMatrix<float> Ab32 = to_bsr(A32, c.block_size);
+            vs_fp32 = paired_median_ms(reps, 5, product, [&] { spmm(1.0f, Ab32, B32.view(), 0.0f, C32.view()); });
+          }
+        } else if constexpr (kBf16) {
+          vs_fp32 = paired_median_ms(reps, 5, csr_product, [&] { spmm(1.0f, A32, B32.view(), 0.0f, C32.view()); });
         }
         if (std::is_same_v<T, double> && width == 1 && A.rows() % c.block_size == 0 && c.block_size <= 16)
           petsc = petsc_baij_ms(o, source, c.block_size);
@@ -399,12 +417,15 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
                                {"block_size", num(c.block_size)},
                                {"fill", num(c.fill)},
                                {"trnsparse_ms", num(ms)},
-                               {"csr_ms", num(csr_ms)},
+                               {"csr_ms", num(row_csr_ms)},
                                {"eigen_ms", num(eigen)},
                                {"petsc_baij_ms", num(petsc)},
-                               {"speedup_vs_csr", num(csr_ms / ms)},
+                               {"speedup_vs_csr", num(row_csr_ms / ms)},
                                {"speedup_vs_eigen", num(eigen / ms)},
                                {"speedup_vs_petsc_baij", num(petsc / ms)},
+                               {"bf16_ms", num(vs_fp32.first)},
+                               {"fp32_ms", num(vs_fp32.second)},
+                               {"speedup_vs_fp32", num(vs_fp32.second / vs_fp32.first)},
                                {"predicted_ms", num(c.predicted_ms)},
                                {"advisor_choice", chosen ? "true" : "false"},
                                {"rel_err", num(err)}});
@@ -416,6 +437,19 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
           if (c.format == Format::bsr && c.block_size <= 8) small.push_back(c.block_size);
         symmetric_rows<T, TC>(o, threads, name, source, A, A_rounded, small, csr_ms, reps, emit);
       }
+      // The pick against the fastest, timed side by side when they differ: their own
+      // medians came minutes apart on a host whose load drifts.
+      double choice_vs_best = 1.0;
+      if (best_b != advice.block_size) {
+        const std::optional<BsrMatrix<T>> pick = advice.block_size > 1 ? std::optional(to_bsr(A, advice.block_size)) : std::nullopt;
+        const std::optional<BsrMatrix<T>> best = best_b > 1 ? std::optional(to_bsr(A, best_b)) : std::nullopt;
+        const auto product = [&](const std::optional<BsrMatrix<T>>& Ab) {
+          if (Ab) spmm(acc_t<T>(1), *Ab, B.view(), acc_t<T>(0), C.view());
+          else spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view());
+        };
+        const auto [p_ms, b_ms] = paired_median_ms(reps, 5, [&] { product(pick); }, [&] { product(best); });
+        choice_vs_best = p_ms / b_ms;
+      }
       Row row = header("advise", o, threads);
       row.insert(row.end(), {{"problem", str(name)},
                              {"n", num(A.rows())},
@@ -426,7 +460,7 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
                              {"choice_ms", num(pick_ms)},
                              {"best_block_size", num(best_b)},
                              {"best_ms", num(best_ms)},
-                             {"choice_vs_best", num(pick_ms / best_ms)},
+                             {"choice_vs_best", num(choice_vs_best)},
                              {"csr_ms", num(csr_ms)},
                              {"calibration", str(status)}});
       emit(row);

@@ -36,6 +36,10 @@ COLUMNS = {
                       ("petsc_sbaij_ms", "PETSc SBAIJ ms", "{:.3f}"), ("speedup_vs_bsr_full", "× BSR full", "{:.2f}"),
                       ("speedup_vs_csr_symmetric", "× CSR half", "{:.2f}"),
                       ("speedup_vs_petsc_sbaij", "× SBAIJ", "{:.2f}")],
+    # bf16 against fp32 on the same pattern (bf16 rows), the two timed side by side.
+    "bsr-bf16": [("problem", "matrix", "{}"), ("width", "width", "{}"), ("format", "format", "{}"),
+                 ("block_size", "b", "{}"), ("fp32_ms", "fp32 ms", "{:.3f}"), ("bf16_ms", "bf16 ms", "{:.3f}"),
+                 ("speedup_vs_fp32", "bf16 × fp32", "{:.2f}")],
     "advise": [("problem", "matrix", "{}"), ("dtype", "dtype", "{}"), ("width", "width", "{}"),
                ("choice_block_size", "pick (1 = CSR)", "{}"), ("choice_ms", "pick ms", "{:.3f}"),
                ("best_block_size", "fastest", "{}"), ("best_ms", "fastest ms", "{:.3f}"),
@@ -53,12 +57,15 @@ def natural_block(row):
     return NATURAL.get(name)
 
 
-def section_of(row):
+def sections_of(row):
     section = row.get("section")
     if section in ("bsr", "bsr-symmetric") and "problem" in row:
-        name = "bsr-problem" if section == "bsr" else section
-        return name if row.get("block_size") == natural_block(row) else None
-    return section
+        natural = row.get("block_size") == natural_block(row)
+        if section == "bsr-symmetric":
+            return [section] if natural else []
+        bf16 = ["bsr-bf16"] if row.get("speedup_vs_fp32") is not None and (natural or row.get("format") == "csr") else []
+        return (["bsr-problem"] if natural else []) + bf16
+    return [section]
 
 
 def cell(row, key, fmt):
@@ -69,7 +76,7 @@ def cell(row, key, fmt):
 def main(paths):
     rows = [json.loads(line) for path in paths for line in open(path) if line.strip()]
     for section, columns in COLUMNS.items():
-        chosen = [r for r in rows if section_of(r) == section]
+        chosen = [r for r in rows if section in sections_of(r)]
         if not chosen:
             continue
         print(f"\n{section} ({chosen[0].get('dtype')}, {chosen[0].get('threads')} threads, {chosen[0].get('isa')}):\n")

@@ -449,6 +449,21 @@ class Bench(CliTestCase):
                                  r.keys())
             self.assertLess(r["rel_err"], 1e-6)
         self.assertTrue(os.listdir(os.path.join(self.path("cache"), "trnsparse")))  # the calibration was saved
+        self.assertTrue(all(r["fp32_ms"] is None for r in rows if r["section"] == "bsr"))  # bf16 rows only
+
+    def test_bsr_problem_mode_bf16_rows_time_fp32_alongside(self):
+        """bf16 rows carry the same product in fp32 and the bf16 one timed beside it, and
+        their ratio."""
+        env = dict(os.environ, XDG_CACHE_HOME=self.path("cache"))
+        result = run("bench", "--json", "--reps", "1", "--threads", "2", "--section", "bsr", "--dtype", "bf16",
+                     "--problem", "elasticity3d:4", "--widths", "8", env=env)
+        self.assertStatus(result, 0)
+        candidates = [r for r in json_lines(result.stdout) if r["section"] == "bsr"]
+        self.assertIn("csr", [r["format"] for r in candidates])
+        for r in candidates:
+            self.assertGreater(r["fp32_ms"], 0)
+            self.assertGreater(r["bf16_ms"], 0)
+            self.assertAlmostEqual(r["speedup_vs_fp32"], r["fp32_ms"] / r["bf16_ms"], places=6)
 
     SOLVE_KEYS = {"section", "problem", "storage", "n", "nnz", "iterations", "trnsparse_iter_ms", "trnsparse_total_ms",
                   "eigen_iter_ms", "eigen_iterations", "petsc_iter_ms", "bound_iter_ms", "stream_gbps", "rel_residual"}

@@ -265,6 +265,120 @@ void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
   }
 }
 
+// SpMV (width 1, x contiguous) with small blocks, as pairs too: fp32 lane r S + t of NL
+// registers holds the row's sum of A(r, 2t) x(2t) + A(r, 2t + 1) x(2t + 1), one vdpbf16ps
+// per register a block where the widening kernel spends four instructions (two widening
+// shuffles, a permute of x, an FMA) per 16 products. An even B's pairs are the block's
+// dwords in storage order, read as they lie; an odd B's come from one word permute of
+// the block, each row's last pair padded with a zero word, in A and in x (see
+// SmallPairLanes: a zero pad in A alone would meet x's next entry, which may be
+// infinite). x's pairs are one dword (even B) or word (odd B) permute of its B values.
+template <int B>
+struct PairVectorLanes {
+  static constexpr int S = (B + 1) / 2;
+  static constexpr int NL = (B * S + 15) / 16;  // registers of fp32 lanes
+  static constexpr bool odd = B % 2 == 1;
+  static_assert(!odd || NL == 1, "an odd block's pairs fill one register");
+  struct Table {
+    std::array<std::uint32_t, 16> x_dwords[NL];  // even B: lane d of register v meets x's dword (16 v + d) % S
+    std::array<std::uint16_t, 32> x_words;       // odd B: word 2d + h of x's pairs, 32 (zero) past B
+    std::array<std::uint16_t, 32> a_words;       // odd B: word 2d + h of A's pairs, 32 (zero) past the row
+  };
+  static constexpr Table table = [] {
+    Table t{};
+    for (int v = 0; v < NL; ++v)
+      for (int d = 0; d < 16; ++d) t.x_dwords[v][d] = static_cast<std::uint32_t>((16 * v + d) % S);
+    for (int d = 0; d < 16; ++d)
+      for (int h = 0; h < 2; ++h) {
+        const int r = d / S, k = 2 * (d % S) + h;
+        const bool entry = d < B * S && k < B;
+        t.x_words[2 * d + h] = static_cast<std::uint16_t>(entry ? k : 32);
+        t.a_words[2 * d + h] = static_cast<std::uint16_t>(entry ? r * B + k : 32);
+      }
+    return t;
+  }();
+};
+
+/// Whether the pair SpMV runs the product.
+template <class TY>
+bool use_pair_vector(const BsrProduct<bf16, TY>& p) {
+  return small_kernel(p) && !p.trans_a && p.width == 1 && p.ldb == 1;
+}
+
+/// y(block rows [r0, r1)) = alpha * A x + beta * y (use_pair_vector); the row's blocks
+/// dealt to G accumulator groups (Blocks::deal).
+template <int B, class TY, class I>
+void pair_vector_rows(const BsrProduct<bf16, TY>& p, const I* idx, index_t r0, index_t r1) {
+  using L = PairVectorLanes<B>;
+  constexpr int S = L::S, NL = L::NL;
+  constexpr int G = accumulator_groups(1, NL, NL, accumulator_registers<Vec<float>>());
+  const Blocks<B, true, bf16, TY, I> blocks(p, idx, NL * 32);
+  const bf16* const x = p.B;
+  const index_t in_rows = p.in_rows;
+  // Block columns up to whole_x read x's 8 words from their first unmasked (B <= 8).
+  const index_t whole_x = in_rows >= 8 ? (in_rows - 8) / B : -1;
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i x_dwords[NL], x_words, a_words;
+  for (int v = 0; v < NL; ++v) x_dwords[v] = _mm512_loadu_si512(L::table.x_dwords[v].data());
+  x_words = _mm512_loadu_si512(L::table.x_words.data());
+  a_words = _mm512_loadu_si512(L::table.a_words.data());
+  for (index_t bi = r0; bi < r1; ++bi) {
+    __m512 acc[G][NL];
+    for (int g = 0; g < G; ++g)
+      for (int v = 0; v < NL; ++v) acc[g][v] = _mm512_setzero_ps();
+    const index_t q0 = p.ptr[bi], q1 = p.ptr[bi + 1];
+    const auto run = [&](auto whole) {
+      constexpr bool Whole = decltype(whole)::value;
+      const auto step = [&](__m512(&g_acc)[NL], index_t q) __attribute__((always_inline)) {
+        const index_t k0 = blocks.column(q) * B;
+        const __m512i xv = _mm512_castsi128_si512(
+            Whole || k0 + 8 <= in_rows
+                ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k0))
+                : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (in_rows - k0 < 8 ? in_rows - k0 : 8)) - 1u), x + k0));
+        const bf16* a = blocks.at(q);
+        const bool readable = Whole || blocks.whole(q, a);
+        if constexpr (L::odd) {
+          __m512i block;  // in a ymm register when it fits (a zmm load at a block's stride splits lines)
+          if constexpr (B * B <= 16)
+            block = _mm512_castsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
+                                                    : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << (B * B)) - 1u), a));
+          else
+            block = readable ? _mm512_loadu_si512(a) : _mm512_maskz_loadu_epi16((__mmask32{1} << (B * B)) - 1, a);
+          const __m512i pairs = _mm512_permutex2var_epi16(block, a_words, zero);
+          g_acc[0] = _mm512_dpbf16_ps(g_acc[0], (__m512bh)pairs,
+                                      (__m512bh)_mm512_permutex2var_epi16(xv, x_words, zero));
+        } else {
+          for (int v = 0; v < NL; ++v) {
+            constexpr unsigned words = B * B;
+            const unsigned left = words - 32 * v;
+            const __m512i pairs =
+                readable ? _mm512_loadu_si512(a + 32 * v)
+                         : _mm512_maskz_loadu_epi16(left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1, a + 32 * v);
+            g_acc[v] = _mm512_dpbf16_ps(g_acc[v], (__m512bh)pairs,
+                                        (__m512bh)_mm512_permutexvar_epi32(x_dwords[v], xv));
+          }
+        }
+      };
+      blocks.deal(acc, q0, q1, step);
+    };
+    if (q1 > q0 && blocks.column(q1 - 1) <= whole_x && blocks.all_whole(q1)) run(std::true_type{});
+    else run(std::false_type{});
+    alignas(64) float lane[NL * 16];
+    for (int v = 0; v < NL; ++v) {
+      __m512 sum = acc[0][v];
+      for (int g = 1; g < G; ++g) sum = _mm512_add_ps(sum, acc[g][v]);
+      _mm512_store_ps(lane + 16 * v, sum);
+    }
+    const index_t rows = min_index(B, p.out_rows - bi * B);
+    for (index_t r = 0; r < rows; ++r) {
+      float s = lane[r * S];
+      for (int t = 1; t < S; ++t) s += lane[r * S + t];
+      TY* y = p.C + (bi * B + r) * p.ldc;
+      *y = narrow_to<TY>(p.beta == 0.0f ? p.alpha * s : p.alpha * s + p.beta * widen(*y));
+    }
+  }
+}
+
 template <class TY>
 void small_pairs_compute(const BsrProduct<bf16, TY>& p, const std::uint16_t* packed, index_t r0, index_t r1) {
   with_small_block(p.b, [&](auto B) {
@@ -276,6 +390,8 @@ void small_pairs_compute(const BsrProduct<bf16, TY>& p, const std::uint16_t* pac
 template <class TY>
 void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws_v, index_t r0, index_t r1) {
   if (use_small_pairs(p)) return small_pairs_compute(p, static_cast<const std::uint16_t*>(packed_v), r0, r1);
+  if (use_pair_vector(p))
+    return with_small_block(p.b, [&](auto B) { pair_vector_rows<decltype(B)::value>(p, p.idx32, r0, r1); });
   if (!use_pairs(p)) return compute(p, packed_v, ws_v, r0, r1);
   const auto* packed = static_cast<const std::uint16_t*>(packed_v);
   auto* ws = static_cast<float*>(ws_v);
