@@ -4,8 +4,8 @@
 // so one 32-bit broadcast of A(r, 2t..2t+1) meets 16 columns per register.
 // That path needs an even block size (pairs never cross a block) and a non-transposed A
 // (pairs of A adjacent in memory). Small blocks (b <= 8, odd ones too) against 2 to 8
-// columns run the small pair kernel below; other cases, and SpMV, run this TU's copy of
-// the widening kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
+// columns, and against one contiguous column (SpMV), run the small pair kernels below;
+// other cases run this TU's copy of the widening kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
 // outputs to zero, so a bf16 product's last bits depend on its path (its width, the
 // CPU's ISA), though never on the thread count.
 #include <immintrin.h>
@@ -35,13 +35,11 @@ bool use_pairs(const BsrProduct<bf16, TY>& p) {
   return p.width > 1 && p.b % 2 == 0 && !p.trans_a && !small_kernel(p);
 }
 
-// Small blocks (b <= 8) against at most 8 columns: two rows of C per zmm register (lanes
-// 0-7 row 2s, lanes 8-15 row 2s + 1), and the block's entries paired along k, so that one
-// vdpbf16ps does 32 of a block's multiply-adds where the widening kernels do 8 per FMA.
-// B is packed per block row as small_pair_rows(b) pair rows (b rows padded to an even
-// count, each pair row kSmallPairColumns columns of (B(2t, c), B(2t + 1, c)), zero past
-// B's rows, the block's rows and the width); A's pairs come from the block in registers
-// by one permute each (SmallPairLanes).
+// Small blocks (b <= 8) against at most 8 columns: a row of C per zmm register, its 16
+// lanes the 8 columns times two parities of k pairs, so that one vdpbf16ps does 32 of a
+// block's multiply-adds (two pairs of A, one 64-bit broadcast from memory, against four
+// rows of B) where the widening kernels do 8 per FMA, with no shuffle per block (see
+// small_quads_rows). B is packed per block row (small_quads_pack).
 constexpr index_t kSmallPairColumns = 8;
 
 template <class TY>
@@ -49,13 +47,12 @@ bool use_small_pairs(const BsrProduct<bf16, TY>& p) {
   return small_kernel(p) && !p.trans_a && p.width > 1 && p.width <= kSmallPairColumns;
 }
 
-/// Pair rows per block row of B.
-constexpr index_t small_pair_rows(index_t b) { return (b + 1) / 2; }
+/// Quads (4 rows: two pairs) per block row of B.
+constexpr index_t quads_per_row(index_t b) { return (b + 3) / 4; }
 
 template <class TY>
 std::size_t pairs_packed_bytes(const BsrProduct<bf16, TY>& p) {
-  if (use_small_pairs(p))
-    return static_cast<std::size_t>(p.in_block_rows * small_pair_rows(p.b) * 2 * kSmallPairColumns) * sizeof(bf16);
+  if (use_small_pairs(p)) return static_cast<std::size_t>(p.in_block_rows * quads_per_row(p.b) * 32) * sizeof(bf16);
   if (!use_pairs(p)) return packed_bytes(p);
   return static_cast<std::size_t>(p.in_block_rows * p.b * round_up(p.width, kPairNR)) * sizeof(bf16);
 }
@@ -66,13 +63,15 @@ std::size_t pairs_workspace_bytes(const BsrProduct<bf16, TY>& p) {
   return static_cast<std::size_t>(p.b * chunk_width<bf16>()) * sizeof(float);
 }
 
+/// B per block row as quads_per_row(b) registers of 32 words: dword lane 2c + h of quad j
+/// holds (B(k, c), B(k + 1, c)), k = 4j + 2h (k = 0 for b = 2); zero past B's rows, the
+/// block row and the width.
 template <class TY>
-void small_pairs_pack(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, index_t r0, index_t r1) {
-  const index_t b = p.b, pairs = small_pair_rows(b);
+void small_quads_pack(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, index_t r0, index_t r1) {
+  const index_t b = p.b, quads = quads_per_row(b);
   const bool whole = p.width >= kSmallPairColumns;
   const auto columns = static_cast<__mmask8>((1u << min_index(p.width, kSmallPairColumns)) - 1u);
-  // Row k of block row bj: its first 8 words, zero past B's rows, the block row and the width.
-  const auto row = [&](index_t bj, index_t k) {
+  const auto row = [&](index_t bj, index_t k) {  // row k of block row bj: its first 8 words, or zero
     const index_t i = bj * b + k;
     if (k >= b || i >= p.in_rows) return _mm_setzero_si128();
     const bf16* src = p.B + i * p.ldb;
@@ -80,18 +79,24 @@ void small_pairs_pack(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, inde
   };
   for (index_t bj = r0; bj < r1; ++bj) {
     if (p.packs && !p.packs[bj]) continue;
-    std::uint16_t* dst = packed + bj * pairs * 2 * kSmallPairColumns;
-    for (index_t t = 0; t < pairs; ++t, dst += 2 * kSmallPairColumns) {  // rows 2t and 2t + 1, interleaved
-      const __m128i even = row(bj, 2 * t), odd = row(bj, 2 * t + 1);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi16(even, odd));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + kSmallPairColumns), _mm_unpackhi_epi16(even, odd));
+    std::uint16_t* dst = packed + bj * quads * 32;
+    for (index_t j = 0; j < quads; ++j, dst += 32) {
+      // b = 2: both parities hold rows 0 and 1 (small_quads_rows: a quad is the whole block).
+      const index_t k2 = b == 2 ? 0 : 4 * j + 2;
+      const __m128i r0w = row(bj, 4 * j), r1w = row(bj, 4 * j + 1), r2w = row(bj, k2), r3w = row(bj, k2 + 1);
+      const __m128i lo01 = _mm_unpacklo_epi16(r0w, r1w), hi01 = _mm_unpackhi_epi16(r0w, r1w);  // (B(k, c), B(k + 1, c))
+      const __m128i lo23 = _mm_unpacklo_epi16(r2w, r3w), hi23 = _mm_unpackhi_epi16(r2w, r3w);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi32(lo01, lo23));  // columns 0, 1
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 8), _mm_unpackhi_epi32(lo01, lo23));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm_unpacklo_epi32(hi01, hi23));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 24), _mm_unpackhi_epi32(hi01, hi23));
     }
   }
 }
 
 template <class TY>
 void pairs_pack(const BsrProduct<bf16, TY>& p, void* packed_v, index_t r0, index_t r1) {
-  if (use_small_pairs(p)) return small_pairs_pack(p, static_cast<std::uint16_t*>(packed_v), r0, r1);
+  if (use_small_pairs(p)) return small_quads_pack(p, static_cast<std::uint16_t*>(packed_v), r0, r1);
   if (!use_pairs(p)) return pack(p, packed_v, r0, r1);
   auto* packed = static_cast<std::uint16_t*>(packed_v);
   for (index_t i = r0 * p.b; i < r1 * p.b; ++i) {  // row by row: B read in order, as pack()
@@ -136,143 +141,14 @@ void micro_pairs_rows(std::integer_sequence<int, R...>, int rows, index_t b, con
   table[rows - 1](b, a, bp, ws, ldw, first);
 }
 
-/// How a B x B block's pairs are made: for row pair s and k pair t, fp32 lane d of the
-/// result holds the bf16 pair (A(r, 2t), A(r, 2t + 1)), r = 2s + d / 8, as one dword
-/// permute of two registers (`index`, from vpermt2d's two sources). A row's pairs
-/// start at word r B + 2t: for an even B always at a dword of the block (the sources:
-/// its words 0-31 and 32-63); for an odd B every other row's start at an odd word, so the
-/// second source is the block read one word on. An odd B's last pair has no entry
-/// 2t + 1: `pad` clears that word (it holds the next row's first entry), so that an
-/// infinite A(r + 1, 0) cannot meet the zero in B's padding. Lanes of rows past B are
-/// never stored.
-template <int B>
-struct SmallPairLanes {
-  static constexpr int S = (B + 1) / 2;
-  static constexpr bool odd = B % 2 == 1;
-  /// Words a block is read as: whole ymm or zmm registers, as few as hold it (a zmm
-  /// load at a block's stride crosses a cache line on almost every block).
-  static constexpr int words = B * B <= 16 ? 16 : B * B <= 32 ? 32 : 64;
-  static_assert(!odd || words <= 32, "an odd block pairs by word permutes of one register");
-  /// Even B: pair (s, kp)'s dword lane d is dword dwords[s][kp][d] of (lo, hi), the
-  /// block's words 0-31 and 32-63 (both its words 0-15 when it has no more): pairs of an
-  /// even row length never straddle rows. Rows past B read garbage that no output sums.
-  /// Odd B: word lane w is word words[s][kp][w] of the block in one register, or 32, the
-  /// first word of a zero register: an odd row's last pair is padded with a zero, and
-  /// not with the next row's entry, so that an infinite entry never meets B's zero
-  /// padding (inf x 0 is NaN).
-  struct Table {
-    std::array<std::uint32_t, 16> dwords[S][S];
-    std::array<std::uint16_t, 32> words[S][S];
-  };
-  static constexpr Table table = [] {
-    Table t{};
-    for (int s = 0; s < S; ++s)
-      for (int kp = 0; kp < S; ++kp)
-        for (int d = 0; d < 16; ++d) {
-          const int r = 2 * s + d / 8, o = r * B + 2 * kp;
-          if (!odd && r < B) t.dwords[s][kp][d] = static_cast<std::uint32_t>(o / 2);
-          for (int h = 0; h < 2; ++h)
-            t.words[s][kp][2 * d + h] = static_cast<std::uint16_t>(r < B && 2 * kp + h < B ? o + h : 32);
-        }
-    return t;
-  }();
-  static constexpr index_t span = words;
-};
-
-/// C(block rows [r0, r1), the first width <= 8 columns) from pair-packed B (see
-/// use_small_pairs); the row's blocks dealt to G accumulator groups as in small_pass.
-template <int B, class TY, class I>
-void small_pairs_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::uint16_t* packed, index_t r0,
-                      index_t r1) {
-  using T = SmallPairLanes<B>;
-  constexpr int S = T::S;
-  constexpr int G = accumulator_groups(S, S * S, S, accumulator_registers<Vec<float>>() * 3 / 2);
-  constexpr index_t stride = S * 2 * kSmallPairColumns;  // packed words per block row of B
-  const Blocks<B, true, bf16, TY, I> blocks(p, idx, T::span);
-  for (index_t bi = r0; bi < r1; ++bi) {
-    __m512 acc[G][S];
-    for (int g = 0; g < G; ++g)
-      for (int s = 0; s < S; ++s) acc[g][s] = _mm512_setzero_ps();
-    const index_t q0 = p.ptr[bi], q1 = p.ptr[bi + 1];
-    const auto run = [&](auto whole) {
-      constexpr bool Whole = decltype(whole)::value;
-      const auto step = [&](__m512(&g_acc)[S], index_t q) __attribute__((always_inline)) {
-        const bf16* a = blocks.at(q);
-        const bool readable = Whole || blocks.whole(q, a);
-        // n words from p: whole (readable) or masked, in a ymm or zmm register.
-        const auto words = [&](const bf16* from, unsigned n) {
-          if constexpr (T::words == 16)
-            return _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from))
-                                                   : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1u), from));
-          else
-            return readable ? _mm512_loadu_si512(from)
-                            : _mm512_maskz_loadu_epi16(n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1, from);
-        };
-        constexpr unsigned n = B * B;
-        __m512i lo, hi;
-        if constexpr (T::odd || T::words <= 32) {
-          lo = hi = words(a, n);
-        } else {
-          lo = _mm512_loadu_si512(a);  // n > 32: the first 32 words are the block's
-          hi = words(a + 32, n - 32);
-        }
-        const std::uint16_t* bp = packed + blocks.column(q) * stride;
-        __m512bh bt[S];
-        for (int t = 0; t < S; ++t)
-          bt[t] = (__m512bh)_mm512_broadcast_i64x4(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + t * 2 * kSmallPairColumns)));
-        for (int s = 0; s < S; ++s)
-          for (int t = 0; t < S; ++t) {
-            const __m512i pair =
-                T::odd ? _mm512_permutex2var_epi16(lo, _mm512_loadu_si512(T::table.words[s][t].data()), _mm512_setzero_si512())
-                       : _mm512_permutex2var_epi32(lo, _mm512_loadu_si512(T::table.dwords[s][t].data()), hi);
-            g_acc[s] = _mm512_dpbf16_ps(g_acc[s], (__m512bh)pair, bt[t]);
-          }
-      };
-      blocks.deal(acc, q0, q1, step);
-    };
-    if (blocks.all_whole(q1)) run(std::true_type{});
-    else run(std::false_type{});
-    const index_t rows = min_index(B, p.out_rows - bi * B);
-    alignas(64) float out[16];
-    for (int s = 0; s < S; ++s) {
-      __m512 sum = acc[0][s];
-      for (int g = 1; g < G; ++g) sum = _mm512_add_ps(sum, acc[g][s]);
-      // Rows of 8 fp32 columns written as vectors, by the scalar loop's operations (alpha
-      // * s, plus beta * c, each rounded).
-      if constexpr (std::is_same_v<TY, float>) {
-        if (p.width == kSmallPairColumns) {
-          sum = _mm512_mul_ps(_mm512_set1_ps(p.alpha), sum);
-          for (index_t h = 0; h < 2 && 2 * s + h < rows; ++h) {
-            float* c = p.C + (bi * B + 2 * s + h) * p.ldc;
-            __m256 v = h == 0 ? _mm512_castps512_ps256(sum) : _mm512_extractf32x8_ps(sum, 1);
-            if (p.beta != 0.0f) v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(p.beta), _mm256_loadu_ps(c)));
-            _mm256_storeu_ps(c, v);
-          }
-          continue;
-        }
-      }
-      _mm512_store_ps(out, sum);
-      for (index_t h = 0; h < 2 && 2 * s + h < rows; ++h) {
-        TY* c = p.C + (bi * B + 2 * s + h) * p.ldc;
-        const float* o = out + 8 * h;
-        if (p.beta == 0.0f)
-          for (index_t j = 0; j < p.width; ++j) c[j] = narrow_to<TY>(p.alpha * o[j]);
-        else
-          for (index_t j = 0; j < p.width; ++j) c[j] = narrow_to<TY>(p.alpha * o[j] + p.beta * widen(c[j]));
-      }
-    }
-  }
-}
-
 // SpMV (width 1, x contiguous) with small blocks, as pairs too: fp32 lane r S + t of NL
 // registers holds the row's sum of A(r, 2t) x(2t) + A(r, 2t + 1) x(2t + 1), one vdpbf16ps
 // per register a block where the widening kernel spends four instructions (two widening
 // shuffles, a permute of x, an FMA) per 16 products. An even B's pairs are the block's
 // dwords in storage order, read as they lie; an odd B's come from one word permute of
-// the block, each row's last pair padded with a zero word, in A and in x (see
-// SmallPairLanes: a zero pad in A alone would meet x's next entry, which may be
-// infinite). x's pairs are one dword (even B) or word (odd B) permute of its B values.
+// the block, each row's last pair padded with a zero word, in A and in x (a zero pad in
+// A alone would meet x's next entry, which may be infinite: inf x 0 is NaN). x's pairs
+// are one dword (even B) or word (odd B) permute of its B values.
 template <int B>
 struct PairVectorLanes {
   static constexpr int S = (B + 1) / 2;
@@ -379,10 +255,96 @@ void pair_vector_rows(const BsrProduct<bf16, TY>& p, const I* idx, index_t r0, i
   }
 }
 
+/// C(block rows [r0, r1), the first width <= 8 columns) from quad-packed B
+/// (small_quads_pack), with no shuffle per block: row r's register sums, in lane 2c + h,
+/// column c over the k pairs of parity h; each of its quads of A (A(r, 4j..4j + 3), two
+/// pairs) is one 64-bit broadcast from memory against quad j of B, the words past the
+/// row cleared (an AND) so that the next row's entries, which may be infinite, never meet
+/// B's zero padding. The two parities add up at the end of the block row. A 2 x 2 block
+/// is one quad, its two rows' pairs: one register whose lane 2c + h holds C(h, c).
+template <int B, class TY, class I>
+void small_quads_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::uint16_t* packed, index_t r0,
+                      index_t r1) {
+  constexpr int J = (B + 3) / 4;         // quads per block row
+  constexpr int tail = B - 4 * (J - 1);  // words of a row's last quad, 1 to 4
+  constexpr int R = B == 2 ? 1 : B;      // accumulator registers: one per row, or the block's one
+  constexpr int G = accumulator_groups(J, R * J, R, accumulator_registers<Vec<float>>() * 3 / 2);
+  constexpr index_t stride = J * 32;              // packed words per block row of B
+  constexpr index_t span = (B - 1) * B + 4 * J;   // words a block's quads reach
+  const Blocks<B, true, bf16, TY, I> blocks(p, idx, span);
+  const __m512i keep = _mm512_set1_epi64(tail == 4 || B == 2 ? -1LL : (1LL << (16 * tail)) - 1);
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+  alignas(64) bf16 tail_block[(span + 31) / 32 * 32] = {};  // a block near the array's end, padded
+  for (index_t bi = r0; bi < r1; ++bi) {
+    __m512 acc[G][R];
+    for (int g = 0; g < G; ++g)
+      for (int r = 0; r < R; ++r) acc[g][r] = _mm512_setzero_ps();
+    const index_t q0 = p.ptr[bi], q1 = p.ptr[bi + 1];
+    const auto run = [&](auto whole) {
+      constexpr bool Whole = decltype(whole)::value;
+      const auto step = [&](__m512(&g_acc)[R], index_t q) __attribute__((always_inline)) {
+        const bf16* a = blocks.at(q);
+        if (!Whole && !blocks.whole(q, a)) {
+          std::memcpy(tail_block, a, B * B * sizeof(bf16));
+          a = tail_block;
+        }
+        const std::uint16_t* bp = packed + blocks.column(q) * stride;
+        __m512bh bq[J];
+        for (int j = 0; j < J; ++j) bq[j] = (__m512bh)_mm512_loadu_si512(bp + 32 * j);
+        unrolled<R>([&](auto rc) __attribute__((always_inline)) {
+          constexpr int r = decltype(rc)::value;
+          unrolled<J>([&](auto jc) __attribute__((always_inline)) {
+            constexpr int j = decltype(jc)::value;
+            long long quad;
+            std::memcpy(&quad, a + r * B + 4 * j, sizeof quad);
+            __m512i av = _mm512_set1_epi64(quad);
+            if constexpr (j == J - 1 && tail < 4) av = _mm512_and_si512(av, keep);
+            g_acc[r] = _mm512_dpbf16_ps(g_acc[r], (__m512bh)av, bq[j]);
+          });
+        });
+      };
+      blocks.deal(acc, q0, q1, step);
+    };
+    if (blocks.all_whole(q1)) run(std::true_type{});
+    else run(std::false_type{});
+    const index_t rows = min_index(B, p.out_rows - bi * B);
+    alignas(64) float out[16];
+    unrolled<B>([&](auto rc) __attribute__((always_inline)) {
+      constexpr int r = decltype(rc)::value;
+      if (r >= rows) return;
+      __m512 sum = acc[0][B == 2 ? 0 : r];
+      for (int g = 1; g < G; ++g) sum = _mm512_add_ps(sum, acc[g][B == 2 ? 0 : r]);
+      __m256 v;
+      if constexpr (B == 2) {  // row r in lanes 2c + r
+        v = _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_add_epi32(evens, _mm512_set1_epi32(r)), sum));
+      } else {
+        sum = _mm512_add_ps(sum, _mm512_permute_ps(sum, 0xB1));  // lane 2c: both parities of column c
+        v = _mm512_castps512_ps256(_mm512_permutexvar_ps(evens, sum));
+      }
+      TY* c = p.C + (bi * B + r) * p.ldc;
+      // A row of 8 fp32 columns written as a vector, by the scalar loop's operations
+      // (alpha * s, plus beta * c, each rounded).
+      if constexpr (std::is_same_v<TY, float>) {
+        if (p.width == kSmallPairColumns) {
+          v = _mm256_mul_ps(_mm256_set1_ps(p.alpha), v);
+          if (p.beta != 0.0f) v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(p.beta), _mm256_loadu_ps(c)));
+          _mm256_storeu_ps(c, v);
+          return;
+        }
+      }
+      _mm256_store_ps(out, v);
+      if (p.beta == 0.0f)
+        for (index_t j = 0; j < p.width; ++j) c[j] = narrow_to<TY>(p.alpha * out[j]);
+      else
+        for (index_t j = 0; j < p.width; ++j) c[j] = narrow_to<TY>(p.alpha * out[j] + p.beta * widen(c[j]));
+    });
+  }
+}
+
 template <class TY>
 void small_pairs_compute(const BsrProduct<bf16, TY>& p, const std::uint16_t* packed, index_t r0, index_t r1) {
   with_small_block(p.b, [&](auto B) {
-    small_pairs_rows<decltype(B)::value>(p, p.idx32, packed, r0, r1);
+    small_quads_rows<decltype(B)::value>(p, p.idx32, packed, r0, r1);
   });
 }
 
