@@ -345,6 +345,17 @@ void symmetric_rows(const Options& o, int threads, const std::string& name, cons
   }
 }
 
+/// Bytes a product of width w moves at least once from memory: the stored values, their
+/// indices as the kernels read them (32 bits for CSR and blocks up to 8, when they fit),
+/// the row pointers, B once, and C written and read for ownership. `entries`: stored
+/// values (blocks times b²); `indices`: column indices (entries for CSR, blocks for BSR).
+template <class T, class TC>
+double product_bytes(double entries, double indices, index_t b, index_t rows, index_t cols, index_t width) {
+  const double index = b <= 8 && cols <= INT32_MAX ? 4.0 : 8.0;
+  return entries * sizeof(T) + indices * index + static_cast<double>(rows / b + 1) * sizeof(index_t) +
+         static_cast<double>(cols * width) * sizeof(T) + 2.0 * static_cast<double>(rows * width) * sizeof(TC);
+}
+
 /// The bsr section on real and generated matrices (--problem, --matrix): for each matrix
 /// and width, every candidate the advisor weighs (CSR, BSR block sizes) is converted and
 /// timed (brute force), next to Eigen's CSR and PETSc's BAIJ on the same matrix; one row
@@ -362,6 +373,10 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
   for (const std::string& p : o.problems) sources.push_back({p, p, false});
   for (const auto& path : o.matrices) sources.push_back({path.filename().string(), path.string(), true});
   const int reps = std::max(o.reps, 5) * 4;  // products of a few ms or less: more samples
+  // The host's read bandwidth, measured before each matrix and width, next to which a
+  // row's `gbps` tells how close to the bytes a product from memory runs (arrays of 128
+  // MB: four times the largest L3 of the hosts this library meets).
+  Stream yardstick(index_t{1} << 24, threads);
   for (const auto& [name, source, file] : sources) {
     const CsrMatrix<double> A64 = file ? to_csr(read_matrix_market(source).entries) : named_problem<double>(source);
     const CsrMatrix<T> A = cast<T>(A64);
@@ -383,15 +398,22 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
       const CsrMatrix<float> A32 = kBf16 ? cast<float>(A) : CsrMatrix<float>(0, 0);
       const Dense<float> B32 = kBf16 ? cast<float>(B.view()) : Dense<float>();
       Dense<float> C32(kBf16 ? A.rows() : 0, width);
+      double read_gbps = 0.0;
+      for (int r = 0; r < 3; ++r) read_gbps = std::max(read_gbps, yardstick.read_gbps());
       double best_ms = INFINITY, pick_ms = NAN;
       index_t best_b = 1;
       for (const Candidate& c : advice.candidates) {
         double ms = csr_ms, err = csr_err, petsc = NAN, row_csr_ms = csr_ms;
+        double bytes = product_bytes<T, TC>(static_cast<double>(A.nnz()), static_cast<double>(A.nnz()), 1, A.rows(),
+                                            A.cols(), width);
         std::pair<double, double> vs_fp32{NAN, NAN};  // (bf16 ms, fp32 ms), timed side by side
         const auto csr_product = [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); };
         if (c.format == Format::bsr) {
           const BsrMatrix<T> Ab = to_bsr(A, c.block_size);
           const auto product = [&] { spmm(acc_t<T>(1), Ab, B.view(), acc_t<T>(0), C.view()); };
+          const auto blocks = static_cast<double>(Ab.n_blocks());
+          bytes = product_bytes<T, TC>(blocks * static_cast<double>(c.block_size * c.block_size), blocks, c.block_size,
+                                       A.rows(), A.cols(), width);
           // Against our CSR timed alongside (paired_median_ms), so that × CSR compares
           // the two under the same host load.
           std::tie(ms, row_csr_ms) = paired_median_ms(reps, 5, product, csr_product);
@@ -423,6 +445,8 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
                                {"speedup_vs_csr", num(row_csr_ms / ms)},
                                {"speedup_vs_eigen", num(eigen / ms)},
                                {"speedup_vs_petsc_baij", num(petsc / ms)},
+                               {"gbps", num(bytes / ms / 1e6)},
+                               {"stream_read_gbps", num(read_gbps)},
                                {"bf16_ms", num(vs_fp32.first)},
                                {"fp32_ms", num(vs_fp32.second)},
                                {"speedup_vs_fp32", num(vs_fp32.second / vs_fp32.first)},

@@ -28,7 +28,8 @@ COLUMNS = {
                     ("block_size", "b", "{}"), ("fill", "fill", "{:.2f}"), ("trnsparse_ms", "BSR ms", "{:.3f}"),
                     ("csr_ms", "our CSR ms", "{:.3f}"), ("eigen_ms", "Eigen ms", "{:.3f}"),
                     ("petsc_baij_ms", "PETSc BAIJ ms", "{:.3f}"), ("speedup_vs_csr", "× CSR", "{:.2f}"),
-                    ("speedup_vs_eigen", "× Eigen", "{:.1f}"), ("speedup_vs_petsc_baij", "× BAIJ", "{:.2f}")],
+                    ("speedup_vs_eigen", "× Eigen", "{:.1f}"), ("speedup_vs_petsc_baij", "× BAIJ", "{:.2f}"),
+                    ("gbps", "BSR GB/s", "{:.0f}"), ("stream_read_gbps", "read GB/s", "{:.0f}")],
     # The half storage of a symmetric matrix, SpMV, at its natural block size.
     "bsr-symmetric": [("problem", "matrix", "{}"), ("dtype", "dtype", "{}"), ("block_size", "b", "{}"),
                       ("trnsparse_ms", "BSR half ms", "{:.3f}"), ("bsr_full_ms", "BSR full ms", "{:.3f}"),

@@ -64,7 +64,7 @@ namespace {
 /// The file format and the kernels it measured: a change to either that moves the
 /// per-format speeds bumps the number, so that caches written before it are measured
 /// again instead of pricing today's kernels with yesterday's speeds.
-constexpr std::string_view kHeader = "trnsparse-calibration 6";
+constexpr std::string_view kHeader = "trnsparse-calibration 7";
 
 bool known_dtype(std::string_view d) { return d == "fp32" || d == "fp64" || d == "bf16"; }
 
@@ -146,11 +146,10 @@ std::vector<double> product_times(const CsrMatrix<T>& A, Format format, index_t 
 
 /// The bytes a product streams per stored entry in BSR with b x b blocks (b = 1: CSR):
 /// the value and its share of a block index (32 bits where the kernels read a compact
-/// copy: blocks up to 8, and CSR of float and double).
+/// copy: CSR, and blocks up to 8).
 template <Value T>
 double bytes_per_entry(index_t b) {
-  const bool compact = b == 1 ? !std::is_same_v<T, bf16> : b <= 8;
-  return static_cast<double>(sizeof(T)) + (compact ? 4.0 : 8.0) / static_cast<double>(b * b);
+  return static_cast<double>(sizeof(T)) + (b <= 8 ? 4.0 : 8.0) / static_cast<double>(b * b);
 }
 
 /// Bytes per ns the current thread count reads from memory: the best of 5 passes over

@@ -435,7 +435,9 @@ class Bench(CliTestCase):
             self.assertEqual(sum(r["advisor_choice"] for r in candidates), 1)
             for r in candidates:
                 self.assertLessEqual({"problem", "format", "block_size", "fill", "trnsparse_ms", "csr_ms", "eigen_ms",
-                                      "petsc_baij_ms", "predicted_ms", "rel_err"}, r.keys())
+                                      "petsc_baij_ms", "predicted_ms", "rel_err", "gbps", "stream_read_gbps"}, r.keys())
+                self.assertGreater(r["gbps"], 0)
+                self.assertGreater(r["stream_read_gbps"], 0)
                 self.assertEqual(r["problem"], "elasticity3d:5")
                 self.assertLess(r["rel_err"], 1e-6)
                 self.assertGreaterEqual(r["fill"], 1.0)
