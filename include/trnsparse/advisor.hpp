@@ -53,22 +53,26 @@ constexpr std::string_view dtype_name() {
 
 /// A machine's speed for each format: a product costs a time per stored entry plus
 /// ns_per_row per row (block row for BSR), keyed by (dtype, width, block size), where
-/// block size 1 is CSR. The time per entry is ns_per_entry_cached for a matrix of
-/// kCachedEntries stored entries or fewer (measured: the compute of the format),
-/// ns_per_entry for kLargeEntries or more (streamed: the slower of that compute and the
-/// format's bytes per entry at the machine's read bandwidth), and between the two on a
-/// log scale: compute separates the block sizes in cache, bytes from memory.
+/// block size 1 is CSR. The time per entry is ns_per_entry_cached for a matrix whose
+/// values and indices take kCachedBytes or fewer (measured in cache: the compute of the
+/// format), ns_per_entry for kLargeBytes or more (streamed: the slower of that compute and
+/// the format's bytes per entry at the machine's read bandwidth), and between the two on
+/// a log scale: compute separates the block sizes in cache, bytes from memory. The
+/// bounds are bytes, not entries, because the caches hold bytes: a bf16 matrix of 8 M
+/// entries fits the L3 that a fp64 one of as many overflows.
 class Calibration {
 public:
   struct Speed {
     double ns_per_entry = 0.0;
     double ns_per_row = 0.0;
     double ns_per_entry_cached = 0.0;  ///< 0: ns_per_entry at every size
-    /// The time per stored entry of a matrix with `entries` stored entries.
-    [[nodiscard]] double per_entry(double entries) const;
+    /// The time per stored entry of a matrix whose values and indices take `bytes`.
+    [[nodiscard]] double per_entry(double bytes) const;
   };
+  /// Stored entries of the matrices the calibration times in cache.
   static constexpr double kCachedEntries = 1 << 18;
-  static constexpr double kLargeEntries = 1 << 23;
+  static constexpr double kCachedBytes = 1 << 21;  ///< 2 MiB: the L2 of two cores
+  static constexpr double kLargeBytes = 1 << 26;   ///< 64 MiB: twice the largest L3 met
   /// The block sizes measured and weighed, 1 meaning CSR.
   static constexpr index_t block_sizes[] = {1, 2, 3, 4, 5, 6, 8, 16, 32, 64, 128};
 

@@ -215,10 +215,10 @@ Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns) 
 
 }  // namespace
 
-double Calibration::Speed::per_entry(double entries) const {
-  if (!(ns_per_entry_cached > 0.0) || entries >= kLargeEntries) return ns_per_entry;
-  if (entries <= kCachedEntries) return ns_per_entry_cached;
-  const double t = std::log2(entries / kCachedEntries) / std::log2(kLargeEntries / kCachedEntries);
+double Calibration::Speed::per_entry(double bytes) const {
+  if (!(ns_per_entry_cached > 0.0) || bytes >= kLargeBytes) return ns_per_entry;
+  if (bytes <= kCachedBytes) return ns_per_entry_cached;
+  const double t = std::log2(bytes / kCachedBytes) / std::log2(kLargeBytes / kCachedBytes);
   return ns_per_entry_cached + t * (ns_per_entry - ns_per_entry_cached);
 }
 
@@ -365,7 +365,9 @@ Advice advise(const CsrMatrix<T>& A, Workload workload, const Calibration& calib
   const double nnz = static_cast<double>(A.nnz());
   const auto predict = [&](index_t b, double stored) {
     const Calibration::Speed& s = *calibration.find(dtype, width, b);
-    return (stored * s.per_entry(stored) + static_cast<double>(detail::ceil_div(A.rows(), b)) * s.ns_per_row) * 1e-6;
+    return (stored * s.per_entry(stored * bytes_per_entry<T>(b)) +
+            static_cast<double>(detail::ceil_div(A.rows(), b)) * s.ns_per_row) *
+           1e-6;
   };
   Advice advice;
   advice.candidates.push_back({Format::csr, 1, 1.0, predict(1, nnz)});

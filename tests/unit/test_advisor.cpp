@@ -268,22 +268,30 @@ TEST(Calibration, TextRoundTripsExactly) {
   EXPECT_EQ(why, "");
 }
 
-// The time per entry runs from the cached speed (at kCachedEntries stored entries or
-// fewer) to the streamed one (kLargeEntries or more), linearly in log2(entries); a zero
-// cached speed means the streamed one at every size.
+// The time per entry runs from the cached speed (a matrix of kCachedBytes or fewer) to
+// the streamed one (kLargeBytes or more), linearly in log2(bytes); a zero cached speed
+// means the streamed one at every size.
 TEST(Calibration, TimePerEntryRunsFromCachedToStreamedOnALogScale) {
   const Speed s{2.0, 5.0, 1.0};
   EXPECT_EQ(s.per_entry(1.0), 1.0);
-  EXPECT_EQ(s.per_entry(Calibration::kCachedEntries), 1.0);
-  EXPECT_EQ(s.per_entry(Calibration::kLargeEntries), 2.0);
+  EXPECT_EQ(s.per_entry(Calibration::kCachedBytes), 1.0);
+  EXPECT_EQ(s.per_entry(Calibration::kLargeBytes), 2.0);
   EXPECT_EQ(s.per_entry(1e12), 2.0);
-  // 2^20 and 2^19 lie 2/5 and 1/5 of the way from 2^18 to 2^23 on the log scale.
-  static_assert(Calibration::kCachedEntries == 0x1p18 && Calibration::kLargeEntries == 0x1p23);
-  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 20)), 1.4);
-  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 19)), 1.2);
+  // 2^23 and 2^22 lie 2/5 and 1/5 of the way from 2^21 to 2^26 on the log scale.
+  static_assert(Calibration::kCachedBytes == 0x1p21 && Calibration::kLargeBytes == 0x1p26);
+  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 23)), 1.4);
+  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 22)), 1.2);
   const Speed streamed_only{2.0, 5.0};
   EXPECT_EQ(streamed_only.per_entry(1.0), 2.0);
-  EXPECT_EQ(streamed_only.per_entry(std::ldexp(1.0, 20)), 2.0);
+  EXPECT_EQ(streamed_only.per_entry(std::ldexp(1.0, 23)), 2.0);
+  // The same entries, priced by their bytes: 1 M bf16 CSR entries (6 bytes each with
+  // 32-bit indices: 6 MiB) lie nearer the cached speed than as many fp64 ones (12 MiB).
+  Calibration g("m");
+  for (const char* dtype : {"bf16", "fp64"})
+    for (const index_t b : Calibration::block_sizes) g.set(dtype, 1, b, {2.0, 0.0, 1.0});
+  const CsrMatrix<double> big = random_csr<double>(1 << 14, 1 << 14, 0x1p-8, 3);
+  EXPECT_LT(advise(cast<bf16>(big), {.width = 1}, g).candidates.front().predicted_ms,
+            advise(big, {.width = 1}, g).candidates.front().predicted_ms);
   // advise prices a candidate's stored entries at the time per entry of its own size.
   Calibration c("m");
   for (const index_t b : Calibration::block_sizes) c.set("fp64", 1, b, {4.0, 0.0, 1.0});
