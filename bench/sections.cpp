@@ -352,7 +352,7 @@ void symmetric_rows(const Options& o, int threads, const std::string& name, cons
 template <class T, class TC>
 double product_bytes(double entries, double indices, index_t b, index_t rows, index_t cols, index_t width) {
   const double index = b <= 8 && cols <= INT32_MAX ? 4.0 : 8.0;
-  return entries * sizeof(T) + indices * index + static_cast<double>(rows / b + 1) * sizeof(index_t) +
+  return entries * sizeof(T) + indices * index + static_cast<double>((rows + b - 1) / b + 1) * sizeof(index_t) +
          static_cast<double>(cols * width) * sizeof(T) + 2.0 * static_cast<double>(rows * width) * sizeof(TC);
 }
 

@@ -277,10 +277,10 @@ TEST(Calibration, TimePerEntryRunsFromCachedToStreamedOnALogScale) {
   EXPECT_EQ(s.per_entry(Calibration::kCachedBytes), 1.0);
   EXPECT_EQ(s.per_entry(Calibration::kLargeBytes), 2.0);
   EXPECT_EQ(s.per_entry(1e12), 2.0);
-  // 2^23 and 2^22 lie 2/5 and 1/5 of the way from 2^21 to 2^26 on the log scale.
-  static_assert(Calibration::kCachedBytes == 0x1p21 && Calibration::kLargeBytes == 0x1p26);
-  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 23)), 1.4);
-  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 22)), 1.2);
+  // 2^24 and 2^23 lie 1/2 and 1/4 of the way from 2^22 to 2^26 on the log scale.
+  static_assert(Calibration::kCachedBytes == 0x1p22 && Calibration::kLargeBytes == 0x1p26);
+  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 24)), 1.5);
+  EXPECT_DOUBLE_EQ(s.per_entry(std::ldexp(1.0, 23)), 1.25);
   const Speed streamed_only{2.0, 5.0};
   EXPECT_EQ(streamed_only.per_entry(1.0), 2.0);
   EXPECT_EQ(streamed_only.per_entry(std::ldexp(1.0, 23)), 2.0);

@@ -75,6 +75,10 @@ std::vector<DeterminismCase> cases() {
       {kHeavyRow, 256, 256, 32, 264, skewed},                  // the same, wide: split by column groups
       {"odd_b3_93x87", 93, 87, 3, 150, {0.3, 0.2, true, 0.15}},
       {"vector_600x560_b20", 600, 560, 20, 1, full},
+      // The small-block kernels (bf16: the pair kernels): SpMV and a narrow SpMM.
+      {"small_b3_vector_1800x1790", 1800, 1790, 3, 1, skewed},
+      {"small_b5_narrow_600x610", 600, 610, 5, 8, skewed},
+      {"small_b2_narrow_802x800", 802, 800, 2, 6, skewed},
   };
 }
 

@@ -207,7 +207,7 @@ void pair_vector_rows(const BsrProduct<bf16, TY>& p, const I* idx, index_t r0, i
       constexpr bool Whole = decltype(whole)::value;
       const auto step = [&](__m512(&g_acc)[NL], index_t q) __attribute__((always_inline)) {
         const index_t k0 = blocks.column(q) * B;
-        const __m512i xv = _mm512_castsi128_si512(
+        const __m512i xv = _mm512_zextsi128_si512(
             Whole || k0 + 8 <= in_rows
                 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k0))
                 : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (in_rows - k0 < 8 ? in_rows - k0 : 8)) - 1u), x + k0));
@@ -216,7 +216,7 @@ void pair_vector_rows(const BsrProduct<bf16, TY>& p, const I* idx, index_t r0, i
         if constexpr (L::odd) {
           __m512i block;  // in a ymm register when it fits (a zmm load at a block's stride splits lines)
           if constexpr (B * B <= 16)
-            block = _mm512_castsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
+            block = _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
                                                     : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << (B * B)) - 1u), a));
           else
             block = readable ? _mm512_loadu_si512(a) : _mm512_maskz_loadu_epi16((__mmask32{1} << (B * B)) - 1, a);
@@ -227,9 +227,13 @@ void pair_vector_rows(const BsrProduct<bf16, TY>& p, const I* idx, index_t r0, i
           for (int v = 0; v < NL; ++v) {
             constexpr unsigned words = B * B;
             const unsigned left = words - 32 * v;
-            const __m512i pairs =
-                readable ? _mm512_loadu_si512(a + 32 * v)
-                         : _mm512_maskz_loadu_epi16(left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1, a + 32 * v);
+            __m512i pairs;  // in a ymm register when the block fits one, as for an odd b
+            if constexpr (words <= 16)
+              pairs = _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
+                                                      : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << words) - 1u), a));
+            else
+              pairs = readable ? _mm512_loadu_si512(a + 32 * v)
+                               : _mm512_maskz_loadu_epi16(left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1, a + 32 * v);
             g_acc[v] = _mm512_dpbf16_ps(g_acc[v], (__m512bh)pairs,
                                         (__m512bh)_mm512_permutexvar_epi32(x_dwords[v], xv));
           }
@@ -270,7 +274,7 @@ void small_quads_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
   constexpr int R = B == 2 ? 1 : B;      // accumulator registers: one per row, or the block's one
   constexpr int G = accumulator_groups(J, R * J, R, accumulator_registers<Vec<float>>() * 3 / 2);
   constexpr index_t stride = J * 32;              // packed words per block row of B
-  constexpr index_t span = (B - 1) * B + 4 * J;   // words a block's quads reach
+  constexpr index_t span = B == 2 ? 4 : (B - 1) * B + 4 * J;  // words a block's quads reach
   const Blocks<B, true, bf16, TY, I> blocks(p, idx, span);
   const __m512i keep = _mm512_set1_epi64(tail == 4 || B == 2 ? -1LL : (1LL << (16 * tail)) - 1);
   const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
