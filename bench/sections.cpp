@@ -389,7 +389,8 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
       const Dense<G> B_base = cast<G>(B.view());
       Dense<TC> C(A.rows(), width);
       Dense<G> C_base(A.rows(), width);
-      const double csr_ms = median_ms(reps, [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); });
+      const auto csr_product = [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); };
+      const double csr_ms = median_ms(reps, csr_product);
       const double csr_err = product_rel_err<T, TC>(A_rounded, B.view(), C.view());
       const double eigen = eigen_spmm_ms(A_base, B_base.view(), C_base.view(), reps, threads);
       // bf16 against fp32 on the same pattern, values and operand (cast up exactly), the
@@ -407,7 +408,6 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
         double bytes = product_bytes<T, TC>(static_cast<double>(A.nnz()), static_cast<double>(A.nnz()), 1, A.rows(),
                                             A.cols(), width);
         std::pair<double, double> vs_fp32{NAN, NAN};  // (bf16 ms, fp32 ms), timed side by side
-        const auto csr_product = [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); };
         if (c.format == Format::bsr) {
           const BsrMatrix<T> Ab = to_bsr(A, c.block_size);
           const auto product = [&] { spmm(acc_t<T>(1), Ab, B.view(), acc_t<T>(0), C.view()); };
@@ -469,7 +469,7 @@ void problem_section(const Options& o, int threads, const Emit& emit) {
         const std::optional<BsrMatrix<T>> best = best_b > 1 ? std::optional(to_bsr(A, best_b)) : std::nullopt;
         const auto product = [&](const std::optional<BsrMatrix<T>>& Ab) {
           if (Ab) spmm(acc_t<T>(1), *Ab, B.view(), acc_t<T>(0), C.view());
-          else spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view());
+          else csr_product();
         };
         const auto [p_ms, b_ms] = paired_median_ms(reps, 5, [&] { product(pick); }, [&] { product(best); });
         choice_vs_best = p_ms / b_ms;

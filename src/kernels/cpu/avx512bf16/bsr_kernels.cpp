@@ -213,30 +213,27 @@ void pair_vector_rows(const BsrProduct<bf16, TY>& p, const I* idx, index_t r0, i
                 : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (in_rows - k0 < 8 ? in_rows - k0 : 8)) - 1u), x + k0));
         const bf16* a = blocks.at(q);
         const bool readable = Whole || blocks.whole(q, a);
+        // Words [32 v, 32 v + 32) of the block, whole (readable) or masked; in a ymm
+        // register when the block fits one (a zmm load at a block's stride splits lines).
+        const auto block_words = [&](int v) {
+          constexpr unsigned words = B * B;
+          if constexpr (words <= 16) {
+            return _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
+                                                   : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << words) - 1u), a));
+          } else {
+            const unsigned left = words - 32 * v;
+            return readable ? _mm512_loadu_si512(a + 32 * v)
+                            : _mm512_maskz_loadu_epi16(left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1, a + 32 * v);
+          }
+        };
         if constexpr (L::odd) {
-          __m512i block;  // in a ymm register when it fits (a zmm load at a block's stride splits lines)
-          if constexpr (B * B <= 16)
-            block = _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
-                                                    : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << (B * B)) - 1u), a));
-          else
-            block = readable ? _mm512_loadu_si512(a) : _mm512_maskz_loadu_epi16((__mmask32{1} << (B * B)) - 1, a);
-          const __m512i pairs = _mm512_permutex2var_epi16(block, a_words, zero);
+          const __m512i pairs = _mm512_permutex2var_epi16(block_words(0), a_words, zero);
           g_acc[0] = _mm512_dpbf16_ps(g_acc[0], (__m512bh)pairs,
                                       (__m512bh)_mm512_permutex2var_epi16(xv, x_words, zero));
         } else {
-          for (int v = 0; v < NL; ++v) {
-            constexpr unsigned words = B * B;
-            const unsigned left = words - 32 * v;
-            __m512i pairs;  // in a ymm register when the block fits one, as for an odd b
-            if constexpr (words <= 16)
-              pairs = _mm512_zextsi256_si512(readable ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))
-                                                      : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << words) - 1u), a));
-            else
-              pairs = readable ? _mm512_loadu_si512(a + 32 * v)
-                               : _mm512_maskz_loadu_epi16(left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1, a + 32 * v);
-            g_acc[v] = _mm512_dpbf16_ps(g_acc[v], (__m512bh)pairs,
+          for (int v = 0; v < NL; ++v)
+            g_acc[v] = _mm512_dpbf16_ps(g_acc[v], (__m512bh)block_words(v),
                                         (__m512bh)_mm512_permutexvar_epi32(x_dwords[v], xv));
-          }
         }
       };
       blocks.deal(acc, q0, q1, step);
@@ -253,8 +250,7 @@ void pair_vector_rows(const BsrProduct<bf16, TY>& p, const I* idx, index_t r0, i
     for (index_t r = 0; r < rows; ++r) {
       float s = lane[r * S];
       for (int t = 1; t < S; ++t) s += lane[r * S + t];
-      TY* y = p.C + (bi * B + r) * p.ldc;
-      *y = narrow_to<TY>(p.beta == 0.0f ? p.alpha * s : p.alpha * s + p.beta * widen(*y));
+      write_out(p, &s, 0, bi * B + r, 1, 0, 1);
     }
   }
 }
@@ -276,7 +272,8 @@ void small_quads_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
   constexpr index_t stride = J * 32;              // packed words per block row of B
   constexpr index_t span = B == 2 ? 4 : (B - 1) * B + 4 * J;  // words a block's quads reach
   const Blocks<B, true, bf16, TY, I> blocks(p, idx, span);
-  const __m512i keep = _mm512_set1_epi64(tail == 4 || B == 2 ? -1LL : (1LL << (16 * tail)) - 1);
+  constexpr bool clear = B != 2 && tail < 4;  // the last quad reaches past the row
+  const __m512i keep = _mm512_set1_epi64(clear ? (1LL << (16 * tail)) - 1 : -1LL);
   const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
   alignas(64) bf16 tail_block[(span + 31) / 32 * 32] = {};  // a block near the array's end, padded
   for (index_t bi = r0; bi < r1; ++bi) {
@@ -302,7 +299,7 @@ void small_quads_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
             long long quad;
             std::memcpy(&quad, a + r * B + 4 * j, sizeof quad);
             __m512i av = _mm512_set1_epi64(quad);
-            if constexpr (j == J - 1 && tail < 4) av = _mm512_and_si512(av, keep);
+            if constexpr (j == J - 1 && clear) av = _mm512_and_si512(av, keep);
             g_acc[r] = _mm512_dpbf16_ps(g_acc[r], (__m512bh)av, bq[j]);
           });
         });
@@ -337,10 +334,7 @@ void small_quads_rows(const BsrProduct<bf16, TY>& p, const I* idx, const std::ui
         }
       }
       _mm256_store_ps(out, v);
-      if (p.beta == 0.0f)
-        for (index_t j = 0; j < p.width; ++j) c[j] = narrow_to<TY>(p.alpha * out[j]);
-      else
-        for (index_t j = 0; j < p.width; ++j) c[j] = narrow_to<TY>(p.alpha * out[j] + p.beta * widen(c[j]));
+      write_out(p, out, 0, bi * B + r, 1, 0, p.width);
     });
   }
 }
