@@ -14,7 +14,7 @@
 namespace trnsparse::bench {
 
 struct Options {
-  std::string section = "bsr";  ///< bsr | csr | spmv | attn | solve | screen
+  std::string section = "bsr";  ///< bsr | csr | spmv | attn | solve | screen | load
   std::vector<index_t> sizes{4096, 8192};
   std::vector<index_t> widths{1, 128, 512};
   std::vector<index_t> head_dims{64, 128};  ///< attn: head dimensions

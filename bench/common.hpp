@@ -8,6 +8,7 @@
 #include <cmath>
 #include <climits>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -15,12 +16,28 @@
 
 #include "bench.hpp"
 #include "runtime/rng.hpp"
+#include "runtime/timing.hpp"
 #include "trnsparse/csr.hpp"
 #include "trnsparse/dense.hpp"
 
 namespace trnsparse::bench {
 
-/// Wall time of one run of f, in ms.
+/// The timings behind the row being measured: every median below adds its spread here,
+/// and `run` (sections.cpp) puts the widest into the row it emits as `spread`, with
+/// `unstable` when a measurement stayed above the harness's limit after its retries
+/// (and a warning on stderr), then clears it for the next row.
+struct RowTimings {
+  double spread = 0.0;
+  bool unstable = false;
+  void add(const detail::Timing& t) {
+    spread = std::max(spread, t.spread);
+    unstable = unstable || !t.stable;
+  }
+};
+RowTimings& row_timings();
+
+/// Wall time of one run of f, in ms (for runs interleaved with other measurements;
+/// summarised by detail::summarise).
 template <class F>
 double elapsed_ms(F&& f) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -28,41 +45,34 @@ double elapsed_ms(F&& f) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Wall times of `reps` runs of f (after one untimed warm-up run), in ms, ascending.
-template <class F>
-std::vector<double> times_ms(int reps, F&& f) {
-  f();
-  std::vector<double> t;
-  for (int r = 0; r < std::max(reps, 1); ++r) t.push_back(elapsed_ms(f));
-  std::sort(t.begin(), t.end());
-  return t;
+/// The harness's options for `reps` timed runs a side.
+inline detail::TimingOptions timing_options(int reps) {
+  detail::TimingOptions o;
+  o.reps = std::max(reps, 1);
+  return o;
 }
 
-/// Median wall time of `reps` runs of f (after one untimed warm-up run), in ms.
+/// Median wall time of `reps` runs of f (runtime/timing.hpp: warmed up, retried while
+/// the spread is too wide), in ms.
 template <class F>
 double median_ms(int reps, F&& f) {
-  const std::vector<double> t = times_ms(reps, f);
-  return t[t.size() / 2];
+  const detail::Timing t = detail::measure(std::function<void()>(std::ref(f)), timing_options(reps));
+  row_timings().add(t);
+  return t.median_ms;
 }
 
 /// Medians of `reps` runs each of f and g (in ms), timed in alternating chunks of `chunk`
-/// runs, g's chunk first and f's last, each chunk after an untimed warm-up run. On a
-/// shared host whose load drifts over seconds, two medians taken one after the other
-/// can differ by a quarter from the drift alone; alternating, both see the same share
-/// of it, and their ratio is what a row quotes. The warm-up keeps an operand that fits
-/// in cache there, as repeated products of one matrix keep it.
+/// runs (runtime/timing.hpp). On a shared host whose load drifts over seconds, two
+/// medians taken one after the other can differ by a quarter from the drift alone;
+/// alternating, both see the same share of it, and their ratio is what a row quotes.
 template <class F, class G>
 std::pair<double, double> paired_median_ms(int reps, int chunk, F&& f, G&& g) {
-  std::vector<double> tf, tg;
-  chunk = std::max(chunk, 1);
-  for (int done = 0; done < std::max(reps, 1); done += chunk) {
-    const int n = std::min(chunk, std::max(reps, 1) - done);
-    for (const double t : times_ms(n, g)) tg.push_back(t);
-    for (const double t : times_ms(n, f)) tf.push_back(t);
-  }
-  std::ranges::sort(tf);
-  std::ranges::sort(tg);
-  return {tf[tf.size() / 2], tg[tg.size() / 2]};
+  detail::TimingOptions o = timing_options(reps);
+  o.chunk = chunk;
+  const auto [tf, tg] = detail::measure_pair(std::function<void()>(std::ref(f)), std::function<void()>(std::ref(g)), o);
+  row_timings().add(tf);
+  row_timings().add(tg);
+  return {tf.median_ms, tg.median_ms};
 }
 
 /// A JSON number (null when not finite).

@@ -17,6 +17,7 @@
 #include "attention.hpp"
 #include "baselines.hpp"
 #include "common.hpp"
+#include "load.hpp"
 #include "screen.hpp"
 #include "solve.hpp"
 #include "kernels/reference/products.hpp"
@@ -559,6 +560,9 @@ void spmv_row(const Options& o, int threads, Stream& yardstick, const std::strin
     symmetric();
     sym_times.push_back(elapsed_ms(symmetric));
   }
+  const detail::TimingOptions harness = timing_options(o.reps);
+  row_timings().add(detail::summarise(times, harness));
+  if (U) row_timings().add(detail::summarise(sym_times, harness));
   std::ranges::sort(times);
   std::ranges::sort(sym_times);
   const double ms = times[times.size() / 2];
@@ -603,8 +607,28 @@ void spmv_section(const Options& o, int threads, const Emit& emit) {
 
 }  // namespace
 
-void run(const Options& o, const Emit& emit) {
+RowTimings& row_timings() {
+  static RowTimings timings;
+  return timings;
+}
+
+void run(const Options& o, const Emit& emit_row) {
   if (o.threads > 0) set_num_threads(o.threads);
+  row_timings() = {};
+  // Every row says how far apart its timings were, and which stayed too far apart.
+  const Emit emit = [&](const Row& row) {
+    Row tagged = row;
+    RowTimings& t = row_timings();
+    tagged.emplace_back("spread", num(t.spread));
+    tagged.emplace_back("unstable", t.unstable ? "true" : "false");
+    if (t.unstable)
+      std::fprintf(stderr,
+                   "bench %s: warning: timings %.0f%% apart (interquartile range over the median) after retries; "
+                   "the row says unstable: true (another process is busy?)\n",
+                   o.section.c_str(), 100.0 * t.spread);
+    t = {};
+    emit_row(tagged);
+  };
   const int threads = num_threads();
   if (o.section == "bsr" && !(o.problems.empty() && o.matrices.empty())) {
     if (o.dtype == "fp32") return problem_section<float, float>(o, threads, emit);
@@ -626,8 +650,10 @@ void run(const Options& o, const Emit& emit) {
     return solve_section(o, header("solve", o, threads), emit);
   } else if (o.section == "screen") {
     return screen_section(o, header("screen", o, threads), emit);
+  } else if (o.section == "load") {
+    return load_section(o, header("load", o, threads), emit);
   } else {
-    throw InvalidArgument("bench: --section " + o.section + ": expected bsr, csr, spmv, attn, solve or screen");
+    throw InvalidArgument("bench: --section " + o.section + ": expected bsr, csr, spmv, attn, solve, screen or load");
   }
   throw InvalidArgument("bench: --dtype " + o.dtype + ": expected fp32, fp64 or bf16");
 }

@@ -9,7 +9,7 @@
 
 #include "dispatch/attention.hpp"
 #include "ops/run.hpp"
-#include "plan/split.hpp"
+#include "runtime/parallel.hpp"
 #include "runtime/checks.hpp"
 #include "runtime/workspace.hpp"
 #include "trnsparse/attention.hpp"
@@ -218,11 +218,13 @@ void run_units(const cpu::AttentionKernels<T>& k, const cpu::AttentionProblem<T>
   const auto units = static_cast<index_t>(ext.size()) - 1;
   const double work = static_cast<double>(ext.back()) * static_cast<double>(prob.b * prob.b) *
                       static_cast<double>(prob.dim);
-  const auto split = detail::balanced_split(ext, detail::parts_for(units, work));
-  const int parts = static_cast<int>(split.size()) - 1;
+  const int parts = detail::parts_for(units, work);
+  const auto pieces = detail::balanced_split(ext, detail::pieces_for(parts));
   const std::size_t ws = detail::round_to_line(k.workspace_bytes(prob));
   std::byte* mem = detail::thread_workspace(static_cast<std::size_t>(parts) * ws);
-  detail::parallel_parts(parts, [&](int t) { kernel(prob, mem + static_cast<std::size_t>(t) * ws, split[t], split[t + 1]); });
+  detail::parallel_for(parts, static_cast<index_t>(pieces.size()) - 1, [&](int slot, index_t i) {
+    kernel(prob, mem + static_cast<std::size_t>(slot) * ws, pieces[i], pieces[i + 1]);
+  });
 }
 
 /// The lse buffer as an operand, for the overlap checks.

@@ -2,7 +2,7 @@
 #include "dispatch/dispatch.hpp"
 #include "kernels/reference/products.hpp"
 #include "ops/run.hpp"
-#include "plan/split.hpp"
+#include "runtime/parallel.hpp"
 #include "runtime/checks.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/ops.hpp"
@@ -42,7 +42,8 @@ void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
   const kernels::cpu::BsrSampled<T> prob{s.block_size(), s.rows(), s.cols(), s.block_cols(), X.cols,
                                          s.block_row_ptr().data(), s.block_col_indices().data(), alpha, beta,
                                          X.data, X.ld, Y.data, Y.ld, out.blocks().data()};
-  detail::run_packed(dispatch::sddmm_kernels<T>(), prob, s.block_cols(), p->row_split(detail::parts_for(s.block_rows(), detail::block_work(s, X.cols))));
+  const int parts = detail::parts_for(s.block_rows(), detail::block_work(s, X.cols));
+  detail::run_packed(dispatch::sddmm_kernels<T>(), prob, s.block_cols(), parts, p->row_split(detail::pieces_for(parts)));
 }
 
 template <Value T>
@@ -56,9 +57,11 @@ void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
     const kernels::cpu::CsrProduct<T, T> shape{X.cols, out.cols(), out.row_ptr().data(), out.col_indices().data(),
                                                nullptr, nullptr, alpha, beta, nullptr, 0, nullptr, 0};
     const auto& kernel = dispatch::csr_kernels<T, T>();
-    const auto split = detail::balanced_split(out.row_ptr(), detail::parts_for(out.rows(), static_cast<double>(out.nnz()) * static_cast<double>(X.cols)));
-    detail::parallel_parts(static_cast<int>(split.size()) - 1, [&](int t) {
-      kernel.sddmm(shape, X.data, X.ld, Y.data, Y.ld, out.values().data(), split[t], split[t + 1]);
+    const int parts =
+        detail::parts_for(out.rows(), static_cast<double>(out.nnz()) * static_cast<double>(X.cols));
+    const auto pieces = detail::balanced_split(out.row_ptr(), detail::pieces_for(parts));
+    detail::parallel_for(parts, static_cast<index_t>(pieces.size()) - 1, [&](int, index_t i) {
+      kernel.sddmm(shape, X.data, X.ld, Y.data, Y.ld, out.values().data(), pieces[i], pieces[i + 1]);
     });
   }
 }

@@ -8,7 +8,7 @@
 #include "ops/run.hpp"
 #include "ops/symmetric.hpp"
 #include "plan/csr_analysis.hpp"
-#include "plan/split.hpp"
+#include "runtime/parallel.hpp"
 #include "runtime/checks.hpp"
 #include "runtime/workspace.hpp"
 #include "trnsparse/plan.hpp"
@@ -32,9 +32,10 @@ void csr_product(acc_t<TA> alpha, index_t m, index_t n, std::span<const index_t>
                          "spmm", "A", "C");
   const kernels::cpu::CsrProduct<TA, TY> prod{k, n, ptr.data(), idx, idx32, values.data(), alpha, beta, B, ldb, C, ldc};
   const auto& kernel = dispatch::csr_kernels<TA, TY>();
-  const auto split =
-      detail::balanced_split(ptr, detail::parts_for(m, static_cast<double>(values.size()) * static_cast<double>(k)));
-  detail::parallel_parts(static_cast<int>(split.size()) - 1, [&](int t) { kernel.spmm(prod, split[t], split[t + 1]); });
+  const int parts = detail::parts_for(m, static_cast<double>(values.size()) * static_cast<double>(k));
+  const auto pieces = detail::balanced_split(ptr, detail::pieces_for(parts));
+  detail::parallel_for(parts, static_cast<index_t>(pieces.size()) - 1,
+                       [&](int, index_t i) { kernel.spmm(prod, pieces[i], pieces[i + 1]); });
 }
 
 template <Value TA, class TY>

@@ -17,7 +17,7 @@
 
 #include "dispatch/dispatch.hpp"
 #include "ops/run.hpp"
-#include "plan/split.hpp"
+#include "runtime/parallel.hpp"
 #include "runtime/checks.hpp"
 #include "runtime/workspace.hpp"
 #include "trnsparse/screening.hpp"
@@ -159,8 +159,9 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
                                             sc.kept_ptr.data(), sc.kept_idx.data(), nullptr, nullptr, false, nullptr, 0,
                                             at.data(), packs.data(), T(1), T(0), B.data, B.ld, C.data, C.ld};
   const double work = static_cast<double>(kept) * static_cast<double>(b * b) * static_cast<double>(B.cols);
-  const std::vector<index_t> split = detail::balanced_split(sc.kept_ptr, detail::parts_for(st.block_rows(), work));
-  detail::run_bsr_product(dispatch::bsr_kernels<T, T>(), prod, st.block_cols(), split);
+  const int parts = detail::parts_for(st.block_rows(), work);
+  detail::run_bsr_product(dispatch::bsr_kernels<T, T>(), prod, st.block_cols(), detail::balanced_split(sc.kept_ptr, parts),
+                          detail::balanced_split(sc.kept_ptr, detail::pieces_for(parts)));
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "plan/pattern.hpp"
-#include "plan/split.hpp"
+#include "runtime/parallel.hpp"
 #include "ops/run.hpp"
 #include "runtime/checks.hpp"
 

@@ -10,7 +10,7 @@
 #include "kernels/cpu/kernels.hpp"
 #include "plan/csr_analysis.hpp"
 #include "plan/pattern.hpp"
-#include "plan/split.hpp"
+#include "runtime/parallel.hpp"
 #include "runtime/checks.hpp"
 
 namespace trnsparse {

@@ -47,18 +47,12 @@ public:
       std::fill(lanes, lanes + kLanes * m_, 0.0);
       body(c * kChunkRows, std::min(n_, (c + 1) * kChunkRows), lanes);
     };
-    const int parts = detail::parts_for(chunks_, elements);
-    if (parts == 1) {
-      for (index_t c = 0; c < chunks_; ++c) chunk(c);
-      return;
-    }
-    // Thread t takes the chunks of range t first: every pass of a solve cuts the rows
-    // the same way, so a thread keeps working on the rows it has in its cache (a solve
-    // that fits in the caches runs 15-20% faster than with chunks dealt out first come,
-    // first served), and takes others' chunks when its own are done.
-    ranges_.reset(parts, chunks_);
-#pragma omp parallel num_threads(parts)
-    ranges_.run(chunk);
+    // Slot t takes the chunks of range t first: every pass of a solve cuts the rows the
+    // same way, so a thread keeps working on the rows it has in its cache (a solve that
+    // fits in the caches runs faster than with chunks dealt first come, first served;
+    // docs/benchmarks.md, "Solvers"), and takes others' chunks when its own are done.
+    detail::parallel_for(detail::parts_for(chunks_, elements), chunks_, ranges_,
+                         [&](int, index_t c) { chunk(c); });
   }
 
   /// Totals the reductions of the last run: lanes in order within a chunk, then chunks

@@ -1,5 +1,5 @@
 /// @file bench.cpp
-/// `trnsparse bench --section bsr|csr|spmv|attn|solve|screen [--size N,..] [--widths K,..] [--head-dims D,..]
+/// `trnsparse bench --section bsr|csr|spmv|attn|solve|screen|load [--size N,..] [--widths K,..] [--head-dims D,..]
 /// [--densities D,..] [--dtype fp32|fp64|bf16] [--block-size B] [--reps R]
 /// [--threads T] [--poisson N] [--matrix FILE]... [--problem SPEC,..] [--json]`: trnsparse next to its
 /// baselines (OpenBLAS, Eigen, the reference kernels, STREAM, the FMA peak) on the same
@@ -71,8 +71,9 @@ Subcommand add_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark trnsparse against OpenBLAS, Eigen and its reference kernels");
   cmd->add_option("--section", options->section,
                   "bsr (block-sparse SpMM), csr (CSR SpMM), spmv, attn (block-sparse attention), solve (CG) "
-                  "or screen (screened SpMM)")
-      ->check(CLI::IsMember({"bsr", "csr", "spmv", "attn", "solve", "screen", "dense-child"}));
+                  "screen (screened SpMM) or load (small products with a busy process beside them, default threads "
+                  "against one)")
+      ->check(CLI::IsMember({"bsr", "csr", "spmv", "attn", "solve", "screen", "load", "dense-child"}));
   cmd->add_option("--size", options->sizes, "Matrix sizes n (n x n)")->delimiter(',');
   cmd->add_option("--widths", options->widths, "Columns of the dense operand")->delimiter(',');
   cmd->add_option("--head-dims", options->head_dims, "attn: head dimensions")->delimiter(',');
@@ -83,7 +84,7 @@ Subcommand add_bench(CLI::App& app) {
   cmd->add_option("--reps", options->reps, "Timed repetitions (the median is reported)")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", options->threads, "Threads (default: TRNSPARSE_NUM_THREADS or all)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--poisson", options->poisson_n, "spmv, solve: edge of the 3D Poisson grid")
+  cmd->add_option("--poisson", options->poisson_n, "spmv, solve, load: edge of the 3D Poisson grid")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--matrix", options->matrices,
                   "spmv: Matrix Market files to add; bsr: run the problem mode on them")

@@ -25,6 +25,7 @@
 #include "progress.hpp"
 #ifdef TRNSPARSE_WITH_BENCH
 #include "bench.hpp"
+#include "runtime/timing.hpp"
 #endif
 #include "trnsparse/convert.hpp"
 #include "trnsparse/generators.hpp"
@@ -51,7 +52,7 @@ struct Tiling {
 };
 
 struct Measurement {
-  double median_ms;
+  detail::Timing time;
   double error;  ///< max |y - y_ref| / max |y_ref|, y_ref the float64 CSR result
 };
 
@@ -104,22 +105,18 @@ double max_relative_error(std::span<const TY> y, std::span<const double> referen
   return scale > 0.0 ? diff / scale : diff;
 }
 
-/// Runs y = A x once (untimed: first touch of y, and the result to check), then
-/// `repeats` timed runs. Returns the median time and the error against `reference`.
+/// Runs y = A x once (the result to check), then times it with the harness
+/// (runtime/timing.hpp): `repeats` timed runs after the warm-up. Returns the time and the
+/// error against `reference`.
 template <class TY, class Matrix, Value TA>
 Measurement measure_spmv(const Matrix& A, std::span<const TA> x, std::span<const double> reference, int repeats) {
   std::vector<TY> y(static_cast<std::size_t>(A.rows()));
   const auto product = [&] { spmv(acc_t<TA>{1}, A, x, acc_t<TA>{0}, std::span<TY>(y)); };
   product();
   const double error = max_relative_error<TY>(y, reference);
-  std::vector<double> ms;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    product();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::ranges::nth_element(ms, ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2));
-  return {ms[ms.size() / 2], error};
+  detail::TimingOptions harness;
+  harness.reps = repeats;
+  return {detail::measure(product, harness), error};
 }
 
 void print_problem(const DemoOptions& o, const CsrMatrix<double>& A) {
@@ -148,26 +145,30 @@ void print_tiling(const DemoOptions& o, const Tiling& t) {
 void print_spmv_header(const DemoOptions& o) {
   if (o.json) return;
   std::printf("\nspmv y = A x (median of %d runs)\n", o.repeats);
-  std::printf("format  dtype     block  time [ms]  max rel error\n");
+  std::printf("format  dtype     block  time [ms]   spread  max rel error\n");
 }
 
 void print_spmv(const DemoOptions& o, const SpmvRun& r) {
+  if (!r.measured.time.stable)
+    std::fprintf(stderr, "demo: warning: %s %s timings %.0f%% apart after retries (another process is busy?)\n",
+                 r.format, r.dtype, 100.0 * r.measured.time.spread);
   if (o.json) {
     JsonObject line;
     line.string("kind", "spmv").string("format", r.format).string("dtype", r.dtype);
     if (r.block_size > 0) line.integer("block_size", r.block_size);
-    line.number("time_ms", r.measured.median_ms).number("max_rel_error", r.measured.error);
+    line.number("time_ms", r.measured.time.median_ms).number("spread", r.measured.time.spread);
+    line.boolean("unstable", !r.measured.time.stable).number("max_rel_error", r.measured.error);
     return print_line(line.str());
   }
   const std::string block = r.block_size > 0 ? std::to_string(r.block_size) : "-";
-  std::printf("%-6s  %-8s  %5s  %9.3f  %13.3g\n", r.format, r.dtype, block.c_str(), r.measured.median_ms,
-              r.measured.error);
+  std::printf("%-6s  %-8s  %5s  %9.3f  %6.0f%%  %13.3g%s\n", r.format, r.dtype, block.c_str(), r.measured.time.median_ms,
+              100.0 * r.measured.time.spread, r.measured.error, r.measured.time.stable ? "" : "  (unstable)");
 }
 
 void print_footer(const DemoOptions& o) {
   if (o.json) return;
-  std::printf("\nmax rel error = max|y - y64| / max|y64|, y64 from CSR float64; fill = non-zeros / stored block "
-              "elements\n");
+  std::printf("\nspread = interquartile range / median of the timed runs; max rel error = max|y - y64| / max|y64|, "
+              "y64 from CSR float64; fill = non-zeros / stored block elements\n");
 }
 
 void run_formats(const DemoOptions& o) {

@@ -1,0 +1,234 @@
+// The thread pool behind run_team (runtime/parallel.hpp).
+//
+// One team at a time: a caller that finds the pool taken (another thread's team, or a
+// team it is part of) runs its pass alone. Workers are created on first use, one per
+// thread beyond the caller, and never exit. Between teams a worker spins for kSpin, so
+// that the passes of a solver iteration or a training step find it awake, then sleeps
+// on a futex. A team is opened by bumping `epoch_`; a worker joins it with one
+// compare-exchange on `state_` while it is open and leaves by decrementing its count.
+// The caller closes the team once its own fn returns (every unit is then taken) and waits
+// for the workers that joined: first spinning, then yielding its core, since a worker
+// it waits for may share that core.
+#include "runtime/parallel.hpp"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+namespace trnsparse::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How long an idle worker polls for the next team before it sleeps: longer than the gap
+/// between the passes of a solver iteration, short enough that a process waiting for
+/// this core loses little to it.
+constexpr auto kSpin = std::chrono::microseconds(200);
+/// How long the caller polls for the workers of its team before it yields its core.
+constexpr auto kCallerSpin = std::chrono::microseconds(20);
+/// A caller that waited for its workers longer than kStall and than half its own share
+/// met a worker taken off its core (another process wants it): the next teams run on the
+/// caller alone for a while, kBackoffMin at first, doubling while it recurs up to
+/// kBackoffMax. A product then costs at most its one-thread time plus one stall per
+/// backoff period, where a busy core would otherwise stall most teams. A large product
+/// keeps its threads: its normal wait is far below half its share.
+constexpr auto kStall = std::chrono::microseconds(100);
+constexpr auto kBackoffMin = std::chrono::milliseconds(4);
+constexpr auto kBackoffMax = std::chrono::milliseconds(256);
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) noexcept {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<std::uint32_t>* word) noexcept {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+/// True on a thread that is running inside a team (a worker, or a caller during its
+/// team): a pass started there runs alone.
+thread_local bool t_in_team = false;
+
+class Pool {
+public:
+  /// Runs a team; see run_team.
+  void run(int parts, void (*fn)(void*, int), void* ctx) {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return fn(ctx, 0);
+    const auto start = Clock::now();
+    stats_.teams.fetch_add(1, std::memory_order_relaxed);
+    if (start < alone_until_) {
+      stats_.alone.fetch_add(1, std::memory_order_relaxed);
+      return fn(ctx, 0);
+    }
+    grow(parts - 1);
+    fn_ = fn;
+    ctx_ = ctx;
+    state_.store(kOpen | static_cast<std::uint32_t>(parts) << kPartsShift, std::memory_order_release);
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&epoch_);
+    t_in_team = true;
+    fn(ctx, 0);
+    t_in_team = false;
+    // Closed: no worker joins now. Wait for those that did (each is in a unit it took).
+    std::uint32_t s = state_.fetch_and(~kOpen, std::memory_order_acq_rel) & ~kOpen;
+    if ((s & kActiveMask) == 0) return;
+    const auto own_done = Clock::now();
+    const auto spin_until = own_done + kCallerSpin;
+    for (unsigned i = 0; (s & kActiveMask) != 0; ++i) {
+      if (i % 64 != 63 || Clock::now() < spin_until) cpu_relax();
+      else sched_yield();
+      s = state_.load(std::memory_order_acquire);
+    }
+    const auto end = Clock::now();
+    const auto waited = end - own_done;
+    if (waited > kStall && waited > (own_done - start) / 2) {
+      stats_.stalls.fetch_add(1, std::memory_order_relaxed);
+      backoff_ = std::clamp<Clock::duration>(2 * backoff_, kBackoffMin, kBackoffMax);
+      alone_until_ = end + backoff_;
+    } else if (backoff_ > Clock::duration::zero()) {
+      backoff_ /= 2;
+    }
+  }
+
+  /// After fork() in the child: the workers are gone with the parent's threads.
+  void forget_workers() noexcept {
+    new (&mutex_) std::mutex;
+    workers_ = 0;
+    sleepers_.store(0, std::memory_order_relaxed);
+    state_.store(0, std::memory_order_relaxed);
+  }
+
+  std::mutex& mutex() noexcept { return mutex_; }
+
+  TeamStats stats() const noexcept {
+    return {stats_.teams.load(std::memory_order_relaxed), stats_.alone.load(std::memory_order_relaxed),
+            stats_.stalls.load(std::memory_order_relaxed)};
+  }
+
+private:
+  static constexpr std::uint32_t kOpen = 1u << 31;
+  static constexpr int kPartsShift = 16;
+  static constexpr std::uint32_t kActiveMask = (1u << kPartsShift) - 1;
+
+  /// Starts workers until there are `want` (under mutex_). A worker that cannot be
+  /// started is not needed: the caller takes its units.
+  void grow(int want) {
+    for (; workers_ < want; ++workers_) {
+      pthread_t thread;
+      pthread_attr_t attr;
+      pthread_attr_init(&attr);
+      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+      auto* arg = new WorkerArg{this, workers_ + 1};
+      const int rc = pthread_create(&thread, &attr, &Pool::worker_main, arg);
+      pthread_attr_destroy(&attr);
+      if (rc != 0) {
+        delete arg;
+        return;
+      }
+    }
+  }
+
+  struct WorkerArg {
+    Pool* pool;
+    int slot;
+  };
+
+  static void* worker_main(void* p) {
+    const WorkerArg arg = *static_cast<WorkerArg*>(p);
+    delete static_cast<WorkerArg*>(p);
+    t_in_team = true;
+    arg.pool->work(arg.slot);
+    return nullptr;
+  }
+
+  [[noreturn]] void work(int slot) {
+    std::uint32_t seen = epoch_.load(std::memory_order_acquire);
+    for (;;) {
+      seen = wait_for_team(seen);
+      if (join(slot)) {
+        fn_(ctx_, slot);
+        state_.fetch_sub(1, std::memory_order_release);
+      }
+    }
+  }
+
+  /// Joins the open team if it has a place for `slot`: one more active worker.
+  bool join(int slot) {
+    std::uint32_t s = state_.load(std::memory_order_relaxed);
+    do {
+      if (!(s & kOpen) || static_cast<std::uint32_t>(slot) >= (s & ~kOpen) >> kPartsShift) return false;
+    } while (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed));
+    return true;
+  }
+
+  /// Waits until the epoch moves on from `seen`: polls for kSpin, then sleeps.
+  std::uint32_t wait_for_team(std::uint32_t seen) {
+    const auto spin_until = Clock::now() + kSpin;
+    for (unsigned i = 0;; ++i) {
+      const std::uint32_t e = epoch_.load(std::memory_order_acquire);
+      if (e != seen) return e;
+      if (i % 64 != 63 || Clock::now() < spin_until) {
+        cpu_relax();
+        continue;
+      }
+      // The caller bumps the epoch, then reads sleepers_; this adds to sleepers_, then
+      // reads the epoch (both sequentially consistent): one of the two sees the other.
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      if (epoch_.load(std::memory_order_seq_cst) == seen) futex_wait(&epoch_, seen);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  std::mutex mutex_;  // held by the caller of the current team
+  int workers_ = 0;   // under mutex_
+  Clock::time_point alone_until_{};     // under mutex_: teams before this run on the caller alone
+  Clock::duration backoff_{};           // under mutex_: the last such period
+  struct {
+    std::atomic<std::uint64_t> teams{0}, alone{0}, stalls{0};
+  } stats_;
+  void (*fn_)(void*, int) = nullptr;
+  void* ctx_ = nullptr;
+  alignas(64) std::atomic<std::uint32_t> epoch_{0};
+  std::atomic<int> sleepers_{0};
+  /// kOpen | parts << kPartsShift | workers inside fn_.
+  alignas(64) std::atomic<std::uint32_t> state_{0};
+};
+
+/// The pool, never destroyed: its workers sleep in the kernel when the process exits.
+/// fork() while another thread runs a team waits for it (prepare), and the child starts
+/// over without workers.
+Pool& pool() {
+  static Pool* const p = [] {
+    auto* q = new Pool;
+    pthread_atfork([] { pool().mutex().lock(); }, [] { pool().mutex().unlock(); },
+                   [] { pool().forget_workers(); });
+    return q;
+  }();
+  return *p;
+}
+
+}  // namespace
+
+TeamStats team_stats() noexcept { return pool().stats(); }
+
+void run_team(int parts, void (*fn)(void*, int), void* ctx) {
+  if (parts <= 1 || t_in_team) return fn(ctx, 0);
+  pool().run(parts, fn, ctx);
+}
+
+}  // namespace trnsparse::detail

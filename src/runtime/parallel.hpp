@@ -1,0 +1,181 @@
+// Internal: how work is split over threads. Every threaded pass of the library goes
+// through here.
+//
+// A pass is cut into units whose results do not depend on the thread that computes them
+// (one writer per output tile or row, reductions in a fixed order), so the bits are the
+// same for any thread count. The calling thread always works: it starts on the units at
+// once and takes whatever the pool's workers have not claimed, and it waits only for a
+// unit a worker is still computing, never for a worker that has not woken up. On a core
+// shared with another busy process a worker may be off the CPU for a scheduler quantum
+// (milliseconds); a fork-join runtime whose closing barrier waits for every thread then
+// makes a 0.1 ms product cost a quantum. See docs/benchmarks.md, "Threads and busy
+// machines".
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/checks.hpp"
+#include "trnsparse/runtime.hpp"
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::detail {
+
+/// Runs fn(ctx, slot) on the calling thread (slot 0) and on each pool worker with slot
+/// 1 .. parts - 1 that is awake before the calling thread's fn returns. A worker that
+/// wakes later runs nothing. Returns when every fn that started has returned. Runs
+/// fn(ctx, 0) alone when parts is 1, when called from inside a team, or when another
+/// thread's team holds the pool. fn must not throw.
+void run_team(int parts, void (*fn)(void*, int), void* ctx);
+
+/// What the pool has done since the process started: teams asked of it (with parts > 1,
+/// outside a team, the pool free), those run on the caller alone after a stall, and the
+/// stalls (a caller that waited for a worker taken off its core).
+struct TeamStats {
+  std::uint64_t teams = 0, alone = 0, stalls = 0;
+};
+TeamStats team_stats() noexcept;
+
+/// The team interface for a callable: f(slot).
+template <class F>
+void run_team(int parts, F&& f) {
+  using Fn = std::remove_reference_t<F>;
+  run_team(parts, [](void* ctx, int slot) { (*static_cast<Fn*>(ctx))(slot); }, const_cast<void*>(static_cast<const void*>(&f)));
+}
+
+/// Threads worth using for `units` independent output units (block rows, rows) holding
+/// `work` multiply-adds in all: at most one per unit, and one per `kGrain` of work. Below
+/// one grain a pass runs on the calling thread alone: waking a worker (a system call and
+/// an interrupt on another core) costs about as much as that many multiply-adds.
+inline int parts_for(index_t units, double work) {
+  constexpr double kGrain = 1 << 16;
+  const double by_work = std::max(1.0, work / kGrain);
+  return static_cast<int>(std::max<index_t>(
+      1, std::min<index_t>({static_cast<index_t>(num_threads()), units, static_cast<index_t>(std::min(by_work, 1e9))})));
+}
+
+/// Splits rows [0, n) into `parts` ranges of about equal cost, where the cost of rows
+/// [0, i) is ptr[i] + i: its stored entries (blocks, or non-zeros), plus one per row for
+/// the row's own output work. O(parts log n).
+inline std::vector<index_t> balanced_split(std::span<const index_t> ptr, int parts) {
+  const auto n = static_cast<index_t>(ptr.size()) - 1;
+  const index_t total = ptr[n] + n;
+  std::vector<index_t> s(static_cast<std::size_t>(parts) + 1, n);
+  s[0] = 0;
+  for (int t = 1; t < parts; ++t) {
+    const index_t target = total / parts * t + total % parts * t / parts;
+    // First row boundary i whose prefix cost reaches the target.
+    index_t lo = s[t - 1], hi = n;
+    while (lo < hi) {
+      const index_t mid = lo + (hi - lo) / 2;
+      if (ptr[mid] + mid < target) lo = mid + 1;
+      else hi = mid;
+    }
+    s[t] = lo;
+  }
+  return s;
+}
+
+/// Pieces a pass of `parts` threads is cut into when the cut is free (row ranges of a
+/// product): several per thread, so that a thread that arrives late or is slowed down
+/// leaves only small pieces behind for the others to take.
+inline constexpr int kPiecesPerPart = 4;
+
+/// Pieces for a pass of `parts` threads: one on a single thread, else kPiecesPerPart a part.
+constexpr int pieces_for(int parts) noexcept { return parts == 1 ? 1 : parts * kPiecesPerPart; }
+
+/// The units [0, units) of a pass, cut into `parts` contiguous ranges: slot t takes the
+/// units of range t from its front, then those the other ranges have left from their
+/// backs. A thread thus keeps the rows it had in the last pass cut the same way (in its
+/// cache), and the units of a thread that is late or slowed down go to the others.
+/// Units go to threads in any order, so a unit's result must not depend on the thread
+/// that runs it.
+class UnitRanges {
+public:
+  /// Cuts [0, units) into `parts` ranges; outside a team. Units are numbered in 32 bits
+  /// (a range is one 64-bit word): OverflowError from 2^32 units.
+  void reset(int parts, index_t units) {
+    if (units > index_t{0xffffffff})
+      throw OverflowError(concat("UnitRanges: ", units, " units, at most 2^32 - 1"));
+    if (parts > capacity_) ranges_ = std::make_unique<Range[]>(static_cast<std::size_t>(capacity_ = parts));
+    parts_ = parts;
+    for (int t = 0; t < parts; ++t) ranges_[t].reset(units * t / parts, units * (t + 1) / parts);
+  }
+
+  /// Runs f(u) for the units slot `self` gets: its own range's, then any left in the
+  /// others. Over the slots of a team, every unit runs exactly once.
+  template <class F>
+  void run(int self, F&& f) {
+    index_t u = 0;
+    if (self < parts_)
+      while (ranges_[self].take_front(u)) f(u);
+    for (int v = 1; v <= parts_; ++v)
+      while (ranges_[(self + v) % parts_].take_back(u)) f(u);
+  }
+
+private:
+  /// Units [front, back) not taken yet, in one atomic word (unit numbers fit in 32
+  /// bits): the owner takes the front, other threads the back, and a compare-exchange
+  /// lets exactly one of them have the last unit. One per cache line.
+  class alignas(64) Range {
+  public:
+    void reset(index_t front, index_t back) { word_.store(pack(front, back), std::memory_order_relaxed); }
+    bool take_front(index_t& u) { return take(u, true); }
+    bool take_back(index_t& u) { return take(u, false); }
+
+  private:
+    static std::uint64_t pack(index_t front, index_t back) {
+      return static_cast<std::uint64_t>(front) << 32 | static_cast<std::uint64_t>(back);
+    }
+    bool take(index_t& u, bool front_end) {
+      std::uint64_t word = word_.load(std::memory_order_relaxed);
+      for (;;) {
+        const auto front = static_cast<index_t>(word >> 32), back = static_cast<index_t>(word & 0xffffffffu);
+        if (front >= back) return false;
+        if (word_.compare_exchange_weak(word, front_end ? pack(front + 1, back) : pack(front, back - 1),
+                                        std::memory_order_relaxed)) {
+          u = front_end ? front : back - 1;
+          return true;
+        }
+      }
+    }
+    std::atomic<std::uint64_t> word_{0};
+  };
+
+  std::unique_ptr<Range[]> ranges_;
+  int capacity_ = 0, parts_ = 0;
+};
+
+/// Runs f(slot, u) for every unit u in [0, units), each once, on a team of up to `parts`
+/// threads dealt units by `ranges` (kept by the caller when consecutive passes should
+/// keep their rows on the same threads). slot in [0, parts) names the running thread's
+/// scratch: no two threads run with the same slot at once.
+template <class F>
+void parallel_for(int parts, index_t units, UnitRanges& ranges, F&& f) {
+  if (parts <= 1 || units <= 1) {
+    for (index_t u = 0; u < units; ++u) f(0, u);
+    return;
+  }
+  ranges.reset(parts, units);
+  run_team(parts, [&](int slot) { ranges.run(slot, [&](index_t u) { f(slot, u); }); });
+}
+
+template <class F>
+void parallel_for(int parts, index_t units, F&& f) {
+  UnitRanges ranges;
+  parallel_for(parts, units, ranges, f);
+}
+
+/// Runs f(t) for each part t in [0, parts) exactly once, on up to `parts` threads; what a
+/// part computes must not depend on which thread runs it (a part's scratch is its own).
+template <class F>
+void parallel_parts(int parts, F&& f) {
+  parallel_for(parts, parts, [&](int, index_t t) { f(static_cast<int>(t)); });
+}
+
+}  // namespace trnsparse::detail

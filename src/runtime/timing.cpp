@@ -1,0 +1,81 @@
+#include "runtime/timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace trnsparse::detail {
+
+namespace {
+
+double run_ms(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Runs f until the warm-up has lasted o.warmup_ms and the last run is within 25% of the
+/// fastest so far (the workers are awake, the pages touched), or until o.max_warmup runs
+/// or 50 warm-up periods have passed.
+void warm_up(const std::function<void()>& f, const TimingOptions& o) {
+  double elapsed = 0.0, fastest = 0.0;
+  for (int r = 0; r < std::max(o.max_warmup, 1); ++r) {
+    const double t = run_ms(f);
+    elapsed += t;
+    fastest = r == 0 ? t : std::min(fastest, t);
+    if ((elapsed >= o.warmup_ms && t <= 1.25 * fastest) || elapsed >= 50.0 * o.warmup_ms) return;
+  }
+}
+
+}  // namespace
+
+Timing summarise(std::vector<double> t, const TimingOptions& o, int attempts) {
+  std::ranges::sort(t);
+  const std::size_t n = t.size();
+  Timing s;
+  s.runs = static_cast<int>(n);
+  s.attempts = attempts;
+  s.min_ms = t.front();
+  s.median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  s.spread = s.median_ms > 0.0 ? (t[(3 * n) / 4] - t[n / 4]) / s.median_ms : 0.0;
+  s.stable = s.spread <= o.max_spread;
+  return s;
+}
+
+Timing measure(const std::function<void()>& f, const TimingOptions& o) {
+  const int reps = std::max(o.reps, 1);
+  Timing s;
+  for (int attempt = 1; attempt <= 1 + std::max(o.retries, 0); ++attempt) {
+    warm_up(f, o);
+    std::vector<double> t(static_cast<std::size_t>(reps));
+    for (double& v : t) v = run_ms(f);
+    s = summarise(std::move(t), o, attempt);
+    if (s.stable) break;
+  }
+  return s;
+}
+
+std::pair<Timing, Timing> measure_pair(const std::function<void()>& f, const std::function<void()>& g,
+                                       const TimingOptions& o) {
+  const int reps = std::max(o.reps, 1), chunk = std::max(o.chunk, 1);
+  std::pair<Timing, Timing> s;
+  for (int attempt = 1; attempt <= 1 + std::max(o.retries, 0); ++attempt) {
+    warm_up(g, o);
+    warm_up(f, o);
+    std::vector<double> tf, tg;
+    for (int done = 0; done < reps; done += chunk) {
+      const int n = std::min(chunk, reps - done);
+      // Each chunk starts with an untimed run: it brings the side's operands back into
+      // the caches, as repeated products of one matrix keep them there.
+      g();
+      for (int r = 0; r < n; ++r) tg.push_back(run_ms(g));
+      f();
+      for (int r = 0; r < n; ++r) tf.push_back(run_ms(f));
+    }
+    s = {summarise(std::move(tf), o, attempt), summarise(std::move(tg), o, attempt)};
+    if (s.first.stable && s.second.stable) break;
+  }
+  return s;
+}
+
+}  // namespace trnsparse::detail
