@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -94,6 +95,9 @@ public:
   /// @throw InvalidArgument for an unknown dtype or width < 1.
   void measure(std::string_view dtype, index_t width,
                const std::function<void(int, int)>& progress = nullptr);
+  /// Empty when the last measure() ran on a quiet machine with settled timings; else why
+  /// its speeds may be off (other processes' CPU use, timings too far apart).
+  [[nodiscard]] const std::string& unsettled() const { return unsettled_; }
 
   /// The text form: a header line naming the format version and the machine, then one
   /// line per speed.
@@ -113,6 +117,7 @@ public:
 
 private:
   std::string machine_;
+  std::string unsettled_;
   std::map<std::tuple<std::string, index_t, index_t>, Speed> speeds_;
 };
 
@@ -121,7 +126,10 @@ private:
 /// truncated, of another machine or version, lacks (dtype, width), or `refresh` is set
 /// (which keeps the file's speeds for other (dtype, width) pairs).
 /// `*status` (when not null) says which: "cached", or "measured: <reason>". A cache that
-/// cannot be written is not an error (the measurement is used once).
+/// cannot be written is not an error (the measurement is used once). A measurement taken
+/// while other processes kept the CPU busy, or whose timings stayed too far apart, is
+/// taken once more; if it is still unsettled it is used but not saved, and the status
+/// starts "measured under load, not cached".
 Calibration load_calibration(std::string_view dtype, index_t width, const std::filesystem::path& path = {},
                              bool refresh = false, std::string* status = nullptr,
                              const std::function<void(int, int)>& progress = nullptr);
@@ -162,10 +170,27 @@ template <Value T>
 BsrMatrix<T> to_bsr(const CsrMatrix<T>& A, BlockSize, Workload workload = {});
 
 /// The time of one product of A in `format` (BSR: block size b, converted first and not
-/// timed) with a random operand of `workload.width` columns: the median of `reps` after
-/// one untimed run, in milliseconds.
+/// timed) with a random operand of `workload.width` columns: the median of `reps` runs
+/// after a warm-up that lasts until the threads are awake and the times settle, in
+/// milliseconds.
 /// @throw InvalidArgument for width < 1, reps < 1 or b < 1.
 template <Value T>
 double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_size, Workload workload, int reps = 5);
+
+/// A candidate's measured product time.
+struct Measured {
+  double ms = 0.0;      ///< median, in milliseconds
+  double spread = 0.0;  ///< (third quartile - first quartile) / median of its runs
+  bool stable = true;   ///< spread within the timing harness's limit (10%) after retries
+};
+
+/// The product times of A in each of `candidates`' formats, as measure_product_ms, with
+/// each BSR candidate timed in alternating chunks against CSR, so that a drift of the
+/// machine's load reaches both: its time is CSR's median times the pair's ratio. One
+/// conversion lives at a time.
+/// @throw InvalidArgument for width < 1 or reps < 1.
+template <Value T>
+std::vector<Measured> measure_candidates(const CsrMatrix<T>& A, std::span<const Candidate> candidates,
+                                         Workload workload, int reps = 11);
 
 }  // namespace trnsparse

@@ -21,6 +21,7 @@
 #include "runtime/checks.hpp"
 #include "runtime/parallel.hpp"
 #include "runtime/rng.hpp"
+#include "runtime/timing.hpp"
 #include "runtime/value.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/dense.hpp"
@@ -67,6 +68,29 @@ namespace {
 /// per-format speeds bumps the number, so that caches written before it are measured
 /// again instead of pricing today's kernels with yesterday's speeds.
 constexpr std::string_view kHeader = "trnsparse-calibration 7";
+
+/// What differs between the machine line of a cached calibration and this machine's
+/// (this_machine(): "model; isa I; threads N; trnsparse V"), named part by part.
+std::string machine_change(const std::string& cached, const std::string& now) {
+  const auto parts = [](const std::string& m) {
+    std::vector<std::string> out;
+    for (std::size_t at = 0; at <= m.size();) {
+      const std::size_t end = std::min(m.find("; ", at), m.size());
+      out.push_back(m.substr(at, end - at));
+      at = end + 2;
+    }
+    return out;
+  };
+  const std::vector<std::string> was = parts(cached), is = parts(now);
+  if (was.size() != is.size()) return "measured on another machine or library version: " + cached;
+  static constexpr const char* names[] = {"the CPU", "the instruction set", "the thread count", "the library version"};
+  std::string why;
+  for (std::size_t i = 0; i < is.size(); ++i)
+    if (was[i] != is[i])
+      why += detail::concat(why.empty() ? "" : "; ", i < std::size(names) ? names[i] : "the machine", " changed (",
+                            was[i], " -> ", is[i], ")");
+  return why.empty() ? "measured on another machine: " + cached : why;
+}
 
 bool known_dtype(std::string_view d) { return d == "fp32" || d == "fp64" || d == "bf16"; }
 
@@ -119,32 +143,34 @@ Dense<T> random_operand(index_t rows, index_t cols) {
   return B;
 }
 
-/// The times of `reps` products of A in `format` after an untimed one, in ms, ascending.
+/// One product of A in `format` (BSR: converted at construction) with a random operand
+/// of `width` columns, ready to be timed.
 template <Value T>
-std::vector<double> product_times(const CsrMatrix<T>& A, Format format, index_t block_size, Workload workload,
-                                  int reps) {
-  using TY = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
-  const Dense<T> B = random_operand<T>(A.cols(), workload.width);
-  Dense<TY> C(A.rows(), workload.width);
-  std::function<void()> product;
-  std::optional<BsrMatrix<T>> blocked;
-  if (format == Format::csr) {
-    product = [&] { spmm(acc_t<T>(1), A, B.view(), acc_t<T>(0), C.view()); };
-  } else {
-    blocked.emplace(to_bsr(A, block_size));
-    product = [&] { spmm(acc_t<T>(1), *blocked, B.view(), acc_t<T>(0), C.view()); };
+class Product {
+public:
+  Product(const CsrMatrix<T>& A, Format format, index_t block_size, index_t width)
+      : A_(A), B_(random_operand<T>(A.cols(), width)), C_(A.rows(), width) {
+    if (format == Format::bsr) blocked_.emplace(to_bsr(A, block_size));
   }
-  product();
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    product();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  void operator()() {
+    if (blocked_) spmm(acc_t<T>(1), *blocked_, B_.view(), acc_t<T>(0), C_.view());
+    else spmm(acc_t<T>(1), A_, B_.view(), acc_t<T>(0), C_.view());
   }
-  std::ranges::sort(ms);
-  return ms;
-}
 
+private:
+  using TY = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+  const CsrMatrix<T>& A_;
+  Dense<T> B_;
+  Dense<TY> C_;
+  std::optional<BsrMatrix<T>> blocked_;
+};
+
+/// The harness's options for `reps` timed runs.
+detail::TimingOptions timing_options(int reps) {
+  detail::TimingOptions o;
+  o.reps = reps;
+  return o;
+}
 
 /// The bytes a product streams per stored entry in BSR with b x b blocks (b = 1: CSR):
 /// the value and its share of a block index (32 bits where the kernels read a compact
@@ -181,8 +207,9 @@ double read_bytes_per_ns() {
 /// block row when b <= 8 (the two times give both terms), else one with 7 per row (few
 /// rows: no row term); streamed, the slower of that compute time and the bytes per
 /// entry at the bandwidth.
+/// `unsettled` takes the widest spread of a timing that stayed above the harness's limit.
 template <Value T>
-Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns) {
+Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns, double& unsettled) {
   const Format f = b == 1 ? Format::csr : Format::bsr;
   struct Run {
     double ns, entries, rows;
@@ -192,11 +219,10 @@ Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns) 
   const auto run = [&](index_t per_row) {
     const index_t rows = std::max<index_t>(8, static_cast<index_t>(entries / static_cast<double>(per_row * b * b)));
     const CsrMatrix<T> A = mesh_blocks<T>(rows, per_row, b);
-    // The fastest of 7: on a shared machine a product's time only ever grows (another
-    // process takes a core, an OpenMP barrier waits for it), and one slow run must not
-    // stay in the cache.
-    return Run{product_times(A, f, b, {.width = width}, 7).front() * 1e6, static_cast<double>(A.nnz()),
-               static_cast<double>(rows)};
+    Product<T> product(A, f, b, width);
+    const detail::Timing t = detail::measure(std::ref(product), timing_options(7));
+    if (!t.stable) unsettled = std::max(unsettled, t.spread);
+    return Run{t.median_ms * 1e6, static_cast<double>(A.nnz()), static_cast<double>(rows)};
   };
   double per_entry = 0.0, per_row = 0.0;
   if (b > 8) {
@@ -247,14 +273,23 @@ void Calibration::measure(std::string_view dtype, index_t width, const std::func
   if (width < 1) throw InvalidArgument(detail::concat("Calibration::measure: width = ", width, " must be >= 1"));
   const int total = static_cast<int>(std::size(block_sizes));
   int done = 0;
+  const detail::LoadProbe probe;
+  double spread = 0.0;
   const double bandwidth = read_bytes_per_ns();
   for (const index_t b : block_sizes) {
-    const Speed s = dtype == "fp32"   ? measure_speed<float>(b, width, bandwidth)
-                    : dtype == "fp64" ? measure_speed<double>(b, width, bandwidth)
-                                      : measure_speed<bf16>(b, width, bandwidth);
+    const Speed s = dtype == "fp32"   ? measure_speed<float>(b, width, bandwidth, spread)
+                    : dtype == "fp64" ? measure_speed<double>(b, width, bandwidth, spread)
+                                      : measure_speed<bf16>(b, width, bandwidth, spread);
     set(dtype, width, b, s);
     if (progress) progress(++done, total);
   }
+  const double others = probe.other_cores();
+  unsettled_.clear();
+  if (others > detail::kQuietOtherCores)
+    unsettled_ = detail::concat("other processes used ", std::round(others * 100.0) / 100.0, " cores");
+  if (spread > 0.0)
+    unsettled_ += detail::concat(unsettled_.empty() ? "" : ", ", "timings ", std::round(spread * 100.0),
+                                 "% apart after retries");
 }
 
 std::string Calibration::serialize() const {
@@ -278,7 +313,7 @@ Calibration Calibration::parse(std::string_view text, const std::string& machine
   if (!std::getline(in, line) || line != kHeader)
     return fail("not a calibration file of this version (expected \"" + std::string(kHeader) + "\")");
   if (!std::getline(in, line) || line.rfind("machine ", 0) != 0) return fail("truncated: no machine line");
-  if (line.substr(8) != machine) return fail("measured on another machine or library version: " + line.substr(8));
+  if (line.substr(8) != machine) return fail(machine_change(line.substr(8), machine));
   Calibration c(machine);
   for (int number = 3; std::getline(in, line); ++number) {
     if (line == "end") {
@@ -341,6 +376,13 @@ Calibration load_calibration(std::string_view dtype, index_t width, const std::f
     return c;
   }
   c.measure(dtype, width, progress);
+  if (!c.unsettled().empty()) c.measure(dtype, width, progress);  // once more: the load may have passed
+  if (!c.unsettled().empty()) {
+    if (status)
+      *status = "measured under load, not cached (" + c.unsettled() + "; " + why +
+                "): measure again with --recalibrate (load_calibration's refresh) on a quieter machine";
+    return c;
+  }
   if (status) *status = "measured: " + why;
   if (!file.empty()) {  // written whole, then renamed: a reader never sees half a file
     std::error_code ec;
@@ -416,8 +458,49 @@ double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_si
     throw InvalidArgument(detail::concat("measure_product_ms: width = ", workload.width, " must be >= 1"));
   if (reps < 1) throw InvalidArgument(detail::concat("measure_product_ms: reps = ", reps, " must be >= 1"));
   detail::check_block_size(block_size, "measure_product_ms");
-  const std::vector<double> ms = product_times(A, format, block_size, workload, reps);
-  return ms[ms.size() / 2];
+  Product<T> product(A, format, block_size, workload.width);
+  return detail::measure(std::ref(product), timing_options(reps)).median_ms;
+}
+
+template <Value T>
+std::vector<Measured> measure_candidates(const CsrMatrix<T>& A, std::span<const Candidate> candidates,
+                                         Workload workload, int reps) {
+  if (workload.width < 1)
+    throw InvalidArgument(detail::concat("measure_candidates: width = ", workload.width, " must be >= 1"));
+  if (reps < 1) throw InvalidArgument(detail::concat("measure_candidates: reps = ", reps, " must be >= 1"));
+  Product<T> csr(A, Format::csr, 1, workload.width);
+  const detail::TimingOptions o = timing_options(reps);
+  struct Pair {
+    detail::Timing self, csr;
+  };
+  std::vector<Pair> pairs(candidates.size());
+  std::vector<double> csr_ms;
+  double csr_spread = 0.0;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].format == Format::csr) continue;
+    Product<T> product(A, Format::bsr, candidates[i].block_size, workload.width);
+    const auto [self, base] = detail::measure_pair(std::ref(product), std::ref(csr), o);
+    pairs[i] = {self, base};
+    csr_ms.push_back(base.median_ms);
+    csr_spread = std::max(csr_spread, base.spread);
+  }
+  if (csr_ms.empty()) {  // CSR alone among the candidates
+    const detail::Timing t = detail::measure(std::ref(csr), o);
+    csr_ms.push_back(t.median_ms);
+    csr_spread = t.spread;
+  }
+  const double csr_median = detail::summarise(csr_ms, o).median_ms;
+  std::vector<Measured> out(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].format == Format::csr) {
+      out[i] = {csr_median, csr_spread, csr_spread <= o.max_spread};
+      continue;
+    }
+    const Pair& p = pairs[i];
+    const double spread = std::max(p.self.spread, p.csr.spread);
+    out[i] = {csr_median * p.self.median_ms / p.csr.median_ms, spread, spread <= o.max_spread};
+  }
+  return out;
 }
 
 #define TRNSPARSE_INSTANTIATE(T)                                                                        \
@@ -425,7 +508,8 @@ double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_si
   template Advice advise<T>(const CsrMatrix<T>&, Workload, const Calibration&);                        \
   template Advice choose_format<T>(const CsrMatrix<T>&, Workload);                                     \
   template BsrMatrix<T> to_bsr<T>(const CsrMatrix<T>&, BlockSize, Workload);                            \
-  template double measure_product_ms<T>(const CsrMatrix<T>&, Format, index_t, Workload, int);
+  template double measure_product_ms<T>(const CsrMatrix<T>&, Format, index_t, Workload, int);          \
+  template std::vector<Measured> measure_candidates<T>(const CsrMatrix<T>&, std::span<const Candidate>, Workload, int);
 TRNSPARSE_INSTANTIATE(float)
 TRNSPARSE_INSTANTIATE(double)
 TRNSPARSE_INSTANTIATE(bf16)

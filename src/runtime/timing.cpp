@@ -1,7 +1,14 @@
 #include "runtime/timing.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace trnsparse::detail {
@@ -76,6 +83,45 @@ std::pair<Timing, Timing> measure_pair(const std::function<void()>& f, const std
     if (s.first.stable && s.second.stable) break;
   }
   return s;
+}
+
+LoadProbe::LoadProbe() : start_(sample()) {}
+
+LoadProbe::Sample LoadProbe::sample() {
+  Sample s;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  // user nice system idle iowait irq softirq steal: busy is all but idle, iowait and
+  // steal (the hypervisor's, not another process's).
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq) || cpu != "cpu") return s;
+  std::ifstream self("/proc/self/stat");
+  std::string line;
+  if (!std::getline(self, line)) return s;
+  // Fields after the command name (which may hold spaces), from field 3 on: utime and
+  // stime are fields 14 and 15.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return s;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::strtod(field.c_str(), nullptr);
+    if (i == 15) stime = std::strtod(field.c_str(), nullptr);
+  }
+  s.machine_s = (user + nice + system + irq + softirq) / tick;
+  s.self_s = (utime + stime) / tick;
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  s.valid = true;
+  return s;
+}
+
+double LoadProbe::other_cores() const {
+  const Sample now = sample();
+  if (!start_.valid || !now.valid || now.wall_s <= start_.wall_s) return std::numeric_limits<double>::quiet_NaN();
+  const double others = (now.machine_s - start_.machine_s) - (now.self_s - start_.self_s);
+  return std::max(0.0, others) / (now.wall_s - start_.wall_s);
 }
 
 }  // namespace trnsparse::detail

@@ -48,4 +48,26 @@ Timing measure(const std::function<void()>& f, const TimingOptions& o = {});
 std::pair<Timing, Timing> measure_pair(const std::function<void()>& f, const std::function<void()>& g,
                                        const TimingOptions& o = {});
 
+/// How much of the machine other processes use while this one measures: CPU time of
+/// every process (/proc/stat) less this process's own (/proc/self/stat), over the wall
+/// time since construction, in cores. NaN where /proc cannot be read.
+class LoadProbe {
+public:
+  LoadProbe();
+  /// Cores' worth of CPU time other processes used since construction.
+  [[nodiscard]] double other_cores() const;
+
+private:
+  struct Sample {
+    double machine_s = 0.0, self_s = 0.0, wall_s = 0.0;
+    bool valid = false;
+  };
+  static Sample sample();
+  Sample start_;
+};
+
+/// Cores' worth of CPU other processes may use while a measurement is still called
+/// quiet: a quarter of a core.
+inline constexpr double kQuietOtherCores = 0.25;
+
 }  // namespace trnsparse::detail

@@ -6,13 +6,19 @@
 /// first run on a machine, for each (dtype, width), measures the calibration (a few
 /// seconds; progress on stderr when it is a terminal) and caches it.
 ///
-/// --json prints one object: `candidates` (format, block_size, fill, predicted_ms, and
-/// measured_ms with --measure), `choice` (format, block_size), predicted_speedup_vs_csr,
-/// and the calibration's status. Without it, a table.
+/// --json prints one object: `candidates` (format, block_size, fill, predicted_ms,
+/// and with --measure measured_ms, measured_spread and unstable), `choice` (format,
+/// block_size), predicted_speedup_vs_csr, the calibration's status and, with --measure,
+/// measured_choice_vs_best. Without it, a table. --measure times each BSR candidate in
+/// alternating chunks against CSR (measure_candidates), so that the ratios hold on a
+/// machine whose load drifts.
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "progress.hpp"
@@ -50,14 +56,26 @@ void run_advise(const AdviseOptions& o, const CsrMatrix<double>& A64, const std:
                         static_cast<double>(done) / total);
       });
   const Advice advice = advise(A, workload, calibration);
-  std::vector<double> measured(advice.candidates.size(), NAN);
-  if (o.measure)
-    for (std::size_t i = 0; i < advice.candidates.size(); ++i) {
+  if (status.starts_with("measured under load"))
+    std::fprintf(stderr, "advise: warning: calibration %s\n", status.c_str());
+  std::vector<Measured> measured;
+  double choice_vs_best = NAN;
+  if (o.measure) {
+    progress.update("advise: measuring " + std::to_string(advice.candidates.size()) + " formats");
+    measured = measure_candidates(A, std::span<const Candidate>(advice.candidates), workload);
+    double best = INFINITY, chosen = NAN;
+    bool unstable = false;
+    for (std::size_t i = 0; i < measured.size(); ++i) {
       const Candidate& c = advice.candidates[i];
-      progress.update("advise: measuring " + std::string(format_name(c.format)) + " " + std::to_string(c.block_size),
-                      static_cast<double>(i) / static_cast<double>(advice.candidates.size()));
-      measured[i] = measure_product_ms(A, c.format, c.block_size, workload);
+      best = std::min(best, measured[i].ms);
+      if (c.format == advice.format && c.block_size == advice.block_size) chosen = measured[i].ms;
+      unstable = unstable || !measured[i].stable;
     }
+    choice_vs_best = chosen / best;
+    if (unstable)
+      std::fprintf(stderr, "advise: warning: some measured times stayed more than 10%% apart after retries "
+                           "(marked unstable); another process may be busy\n");
+  }
   progress.clear();
 
   if (o.json) {
@@ -69,7 +87,10 @@ void run_advise(const AdviseOptions& o, const CsrMatrix<double>& A64, const std:
           .integer("block_size", c.block_size)
           .number("fill", c.fill)
           .number("predicted_ms", c.predicted_ms);
-      if (o.measure) item.number("measured_ms", measured[i]);
+      if (o.measure)
+        item.number("measured_ms", measured[i].ms)
+            .number("measured_spread", measured[i].spread)
+            .boolean("unstable", !measured[i].stable);
     }
     JsonObject choice;
     choice.string("format", format_name(advice.format)).integer("block_size", advice.block_size);
@@ -84,6 +105,7 @@ void run_advise(const AdviseOptions& o, const CsrMatrix<double>& A64, const std:
         .object("choice", choice)
         .number("predicted_speedup_vs_csr", advice.predicted_speedup_vs_csr)
         .string("calibration", status);
+    if (o.measure) line.number("measured_choice_vs_best", choice_vs_best);
     print_line(line.str());
     return;
   }
@@ -96,12 +118,13 @@ void run_advise(const AdviseOptions& o, const CsrMatrix<double>& A64, const std:
     const std::string label = c.format == Format::csr ? "csr" : "bsr-" + std::to_string(c.block_size);
     const bool chosen = c.format == advice.format && c.block_size == advice.block_size;
     std::printf("%-8s %6.2f %8.3f ms", label.c_str(), c.fill, c.predicted_ms);
-    if (o.measure) std::printf(" %6.3f ms", measured[i]);
+    if (o.measure) std::printf(" %6.3f ms%s", measured[i].ms, measured[i].stable ? "" : " (unstable)");
     std::printf("%s\n", chosen ? "  <- choice" : "");
   }
   std::printf("choice: %s%s, predicted %.2fx CSR (calibration %s)\n", format_name(advice.format),
               advice.format == Format::bsr ? (" block size " + std::to_string(advice.block_size)).c_str() : "",
               advice.predicted_speedup_vs_csr, status.c_str());
+  if (o.measure) std::printf("measured: the choice takes %.2fx the fastest's time\n", choice_vs_best);
 }
 
 }  // namespace
