@@ -322,9 +322,20 @@ TEST(Calibration, RejectsAnotherVersionMachineOrATruncatedText) {
   rejected("another version", "trnsparse-calibration 999" + text.substr(text.find('\n')), "test machine", "version");
   rejected("another file", "trnsparse-calibrations" + text.substr(text.find('\n')), "test machine", "version");
   rejected("empty", "", "test machine", "version");
-  rejected("another machine", text, "another test machine", "another machine");
+  rejected("another machine", text, "another test machine", "the CPU changed (test machine -> another test machine)");
   rejected("no end line", text.substr(0, text.rfind("end\n")), "test machine", "truncated");
   rejected("the header alone", text.substr(0, text.find('\n') + 1), "test machine", "truncated");
+}
+
+// A re-measure names what changed, part by part of this_machine()'s line.
+TEST(Calibration, NamesWhatChangedSinceTheCachedOne) {
+  Calibration cached("cpu X; isa avx2; threads 1; trnsparse 1.2.3");
+  cached.set("fp32", 1, 1, {1.0, 0.0, 0.0});
+  std::string why;
+  (void)Calibration::parse(cached.serialize(), "cpu X; isa avx512; threads 2; trnsparse 1.2.3", &why);
+  EXPECT_EQ(why, "the instruction set changed (isa avx2 -> isa avx512); the thread count changed (threads 1 -> threads 2)");
+  (void)Calibration::parse(cached.serialize(), "cpu X; isa avx2; threads 1; trnsparse 1.3.0", &why);
+  EXPECT_EQ(why, "the library version changed (trnsparse 1.2.3 -> trnsparse 1.3.0)");
 }
 
 TEST(Calibration, RejectsMalformedLinesNamingThem) {

@@ -4,7 +4,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -140,59 +139,6 @@ TEST(PlanSplitArguments, RejectsFewerThanOnePart) {
   EXPECT_THROW((void)p.col_split(-1), InvalidArgument);
   EXPECT_THROW(BsrPlan(nullptr), InvalidArgument);
   EXPECT_THROW((void)plan(std::shared_ptr<const BsrStructure>()), InvalidArgument);
-}
-
-// ---- units dealt to threads (ops/run.hpp) ------------------------------------------------
-
-// Every unit runs exactly once, whether the region has as many threads as parts, fewer
-// (the runtime may grant fewer) or more than units; and a thread that finishes its own
-// range takes what another left (one thread made slow: the others still finish the
-// units, the slow one runs fewer than its share).
-TEST(UnitRanges, RunsEveryUnitOnce) {
-  detail::UnitRanges ranges;
-  for (const int parts : {1, 2, 3, 5})
-    for (const int team : {1, 2, 3})
-      for (const index_t units : {0, 1, 2, 7, 64, 1001})
-        for (int rep = 0; rep < 20; ++rep) {  // repeated: owners and thieves meet at different units
-          std::vector<std::atomic<int>> runs(static_cast<std::size_t>(units));
-          ranges.reset(parts, units);
-#pragma omp parallel num_threads(team)
-          ranges.run([&](index_t u) { runs[static_cast<std::size_t>(u)].fetch_add(1); });
-          for (index_t u = 0; u < units; ++u)
-            ASSERT_EQ(runs[static_cast<std::size_t>(u)].load(), 1)
-                << "unit " << u << " of " << units << ", parts " << parts << ", team " << team;
-        }
-  EXPECT_THROW(ranges.reset(2, index_t{1} << 32), OverflowError);
-}
-
-// Thread 0 blocks in its first unit until thread 1 has run a unit of thread 0's range
-// (or 10 s have passed): only taking from another range lets thread 1 get there.
-TEST(UnitRanges, OthersTakeTheUnitsOfASlowThread) {
-  detail::UnitRanges ranges;
-  const index_t units = 40;  // range 0: [0, 20), range 1: [20, 40)
-  std::vector<std::atomic<int>> by(static_cast<std::size_t>(units));
-  for (auto& b : by) b.store(-1);
-  std::atomic<bool> stolen{false};
-  int team = 0;
-  ranges.reset(2, units);
-#pragma omp parallel num_threads(2)
-  {
-    const int t = omp_get_thread_num();
-    if (t == 0) team = omp_get_num_threads();
-    bool waited = false;
-    ranges.run([&](index_t u) {
-      by[static_cast<std::size_t>(u)].store(t);
-      if (t == 1 && u < units / 2) stolen.store(true);
-      if (t == 0 && !waited && omp_get_num_threads() == 2) {
-        waited = true;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (!stolen.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-      }
-    });
-  }
-  if (team < 2) GTEST_SKIP() << "the runtime granted one thread";
-  EXPECT_TRUE(stolen.load()) << "thread 1 took none of thread 0's range";
-  for (index_t u = 0; u < units; ++u) EXPECT_NE(by[static_cast<std::size_t>(u)].load(), -1) << "unit " << u;
 }
 
 // ---- the transposed view ------------------------------------------------------------------
