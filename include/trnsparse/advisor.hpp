@@ -129,7 +129,9 @@ private:
 /// cannot be written is not an error (the measurement is used once). A measurement taken
 /// while other processes kept the CPU busy, or whose timings stayed too far apart, is
 /// taken once more; if it is still unsettled it is used but not saved, and the status
-/// starts "measured under load, not cached".
+/// starts "measured under load, not cached" (unless the environment sets
+/// TRNSPARSE_CALIBRATE_UNDER_LOAD=1: on a machine that is never quiet, such speeds are the
+/// ones its products meet).
 Calibration load_calibration(std::string_view dtype, index_t width, const std::filesystem::path& path = {},
                              bool refresh = false, std::string* status = nullptr,
                              const std::function<void(int, int)>& progress = nullptr);

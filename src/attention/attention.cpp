@@ -218,7 +218,7 @@ void run_units(const cpu::AttentionKernels<T>& k, const cpu::AttentionProblem<T>
   const auto units = static_cast<index_t>(ext.size()) - 1;
   const double work = static_cast<double>(ext.back()) * static_cast<double>(prob.b * prob.b) *
                       static_cast<double>(prob.dim);
-  const int parts = detail::parts_for(units, work);
+  const int parts = detail::parts_for(units, detail::work_ns(detail::Work::attention, work));
   const auto pieces = detail::balanced_split(ext, detail::pieces_for(parts));
   const std::size_t ws = detail::round_to_line(k.workspace_bytes(prob));
   std::byte* mem = detail::thread_workspace(static_cast<std::size_t>(parts) * ws);

@@ -34,7 +34,7 @@ void BsrPlan::spmm(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std:
                                      nullptr, false,
                                      A.blocks().data(), static_cast<index_t>(A.blocks().size()), nullptr, nullptr, alpha,
                                      beta, B.data, B.ld, C.data, C.ld};
-  const int parts = detail::parts_for(s.block_rows(), detail::block_work(s, B.cols));
+  const int parts = detail::parts_for(s.block_rows(), detail::block_ns(s, B.cols));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_cols(), row_split(parts),
                           row_split(detail::pieces_for(parts)));
 }
@@ -53,7 +53,7 @@ void BsrPlan::spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView
                                      t.col_ptr.data(), t.row_idx.data(), compact_indices(true), t.perm.data(), true,
                                      A.blocks().data(), static_cast<index_t>(A.blocks().size()), nullptr, nullptr, alpha,
                                      beta, B.data, B.ld, C.data, C.ld};
-  const int parts = detail::parts_for(s.block_cols(), detail::block_work(s, B.cols));
+  const int parts = detail::parts_for(s.block_cols(), detail::block_ns(s, B.cols));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_rows(), col_split(parts),
                           col_split(detail::pieces_for(parts)));
 }

@@ -42,7 +42,7 @@ void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
   const kernels::cpu::BsrSampled<T> prob{s.block_size(), s.rows(), s.cols(), s.block_cols(), X.cols,
                                          s.block_row_ptr().data(), s.block_col_indices().data(), alpha, beta,
                                          X.data, X.ld, Y.data, Y.ld, out.blocks().data()};
-  const int parts = detail::parts_for(s.block_rows(), detail::block_work(s, X.cols));
+  const int parts = detail::parts_for(s.block_rows(), detail::block_ns(s, X.cols));
   detail::run_packed(dispatch::sddmm_kernels<T>(), prob, s.block_cols(), parts, p->row_split(detail::pieces_for(parts)));
 }
 
@@ -58,7 +58,7 @@ void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
                                                nullptr, nullptr, alpha, beta, nullptr, 0, nullptr, 0};
     const auto& kernel = dispatch::csr_kernels<T, T>();
     const int parts =
-        detail::parts_for(out.rows(), static_cast<double>(out.nnz()) * static_cast<double>(X.cols));
+        detail::parts_for(out.rows(), detail::work_ns(detail::Work::csr, static_cast<double>(out.nnz()) * static_cast<double>(X.cols), X.cols));
     const auto pieces = detail::balanced_split(out.row_ptr(), detail::pieces_for(parts));
     detail::parallel_for(parts, static_cast<index_t>(pieces.size()) - 1, [&](int, index_t i) {
       kernel.sddmm(shape, X.data, X.ld, Y.data, Y.ld, out.values().data(), pieces[i], pieces[i + 1]);

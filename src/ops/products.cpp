@@ -32,7 +32,8 @@ void csr_product(acc_t<TA> alpha, index_t m, index_t n, std::span<const index_t>
                          "spmm", "A", "C");
   const kernels::cpu::CsrProduct<TA, TY> prod{k, n, ptr.data(), idx, idx32, values.data(), alpha, beta, B, ldb, C, ldc};
   const auto& kernel = dispatch::csr_kernels<TA, TY>();
-  const int parts = detail::parts_for(m, static_cast<double>(values.size()) * static_cast<double>(k));
+  const int parts =
+      detail::parts_for(m, detail::work_ns(detail::Work::csr, static_cast<double>(values.size()) * static_cast<double>(k), k));
   const auto pieces = detail::balanced_split(ptr, detail::pieces_for(parts));
   detail::parallel_for(parts, static_cast<index_t>(pieces.size()) - 1,
                        [&](int, index_t i) { kernel.spmm(prod, pieces[i], pieces[i + 1]); });

@@ -17,10 +17,12 @@
 
 namespace trnsparse::detail {
 
-/// Multiply-adds of a product of the stored blocks of `s` with `width` columns.
-inline double block_work(const BsrStructure& s, index_t width) {
-  return static_cast<double>(s.n_blocks()) * static_cast<double>(s.block_size() * s.block_size()) *
-         static_cast<double>(width);
+/// The one-thread time (work_ns) of a product of the stored blocks of `s` with `width`
+/// columns: small-block kernels up to 8, packed tiles above.
+inline double block_ns(const BsrStructure& s, index_t width) {
+  const double madds = static_cast<double>(s.n_blocks()) * static_cast<double>(s.block_size() * s.block_size()) *
+                       static_cast<double>(width);
+  return work_ns(s.block_size() <= 8 ? Work::small_blocks : Work::tiles, madds, width);
 }
 
 /// Runs first(t, u) for every unit u in [0, units), then, once all are done, second(t, u)
@@ -51,7 +53,9 @@ void run_packed(const Kernels& k, const Problem& prob, index_t pack_units, int p
     k.compute(prob, mem, mem + packed_bytes, pieces.front(), pieces.back());
     return;
   }
-  parallel_parts(parts, [&](int t) { k.pack(prob, mem, pack_units * t / parts, pack_units * (t + 1) / parts); });
+  // Kernels that read B in place (the small-block ones) pack nothing: no team for it.
+  if (packed_bytes > 0)
+    parallel_parts(parts, [&](int t) { k.pack(prob, mem, pack_units * t / parts, pack_units * (t + 1) / parts); });
   parallel_for(parts, n_pieces, [&](int slot, index_t i) {
     k.compute(prob, mem, mem + packed_bytes + static_cast<std::size_t>(slot) * ws_bytes, pieces[i], pieces[i + 1]);
   });

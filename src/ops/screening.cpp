@@ -148,7 +148,7 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
     }
   // The masked copies, in parallel (each writes its own block).
   const auto n_partial = static_cast<index_t>(partials.size());
-  const int copy_parts = detail::parts_for(n_partial, static_cast<double>(masked_values));
+  const int copy_parts = detail::parts_for(n_partial, detail::work_ns(detail::Work::stream, static_cast<double>(masked_values)));
   detail::parallel_parts(copy_parts, [&](int t) {
     for (index_t i = n_partial * t / copy_parts; i < n_partial * (t + 1) / copy_parts; ++i) {
       const Partial& m = partials[static_cast<std::size_t>(i)];
@@ -159,7 +159,7 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
                                             sc.kept_ptr.data(), sc.kept_idx.data(), nullptr, nullptr, false, nullptr, 0,
                                             at.data(), packs.data(), T(1), T(0), B.data, B.ld, C.data, C.ld};
   const double work = static_cast<double>(kept) * static_cast<double>(b * b) * static_cast<double>(B.cols);
-  const int parts = detail::parts_for(st.block_rows(), work);
+  const int parts = detail::parts_for(st.block_rows(), detail::work_ns(detail::Work::tiles, work, B.cols));
   detail::run_bsr_product(dispatch::bsr_kernels<T, T>(), prod, st.block_cols(), detail::balanced_split(sc.kept_ptr, parts),
                           detail::balanced_split(sc.kept_ptr, detail::pieces_for(parts)));
 }

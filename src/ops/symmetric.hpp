@@ -37,7 +37,7 @@ void run_symmetric(kernels::cpu::SymmetricProduct<TA, TY> prod, const SymmetricC
   const index_t chunks = s.chunks();
   constexpr index_t lanes = kernels::cpu::kCgLanes;
   if (dot) dot->assign(static_cast<std::size_t>(chunks * lanes), 0.0);
-  const int parts = parts_for(chunks, work);
+  const int parts = parts_for(chunks, work_ns(prod.b == 1 ? Work::csr : Work::small_blocks, work));
   const auto bytes = [](index_t elements) { return round_to_line(sizeof(Acc) * static_cast<std::size_t>(elements)); };
   const std::size_t window_bytes = bytes(s.window_total() * prod.b), out_bytes = direct ? 0 : bytes(prod.n);
   const std::size_t local_bytes = bytes(s.max_span * kernels::cpu::symmetric_row_lanes(prod.b));

@@ -69,7 +69,7 @@ std::vector<std::int32_t> compact_indices(index_t cols, std::span<const index_t>
   if (cols > std::numeric_limits<std::int32_t>::max() || idx.empty()) return {};
   std::vector<std::int32_t> out = make_vector<std::int32_t>(static_cast<index_t>(idx.size()), "csr: 32-bit column indices");
   const index_t nnz = static_cast<index_t>(idx.size());
-  const int parts = parts_for(nnz, static_cast<double>(nnz));
+  const int parts = parts_for(nnz, work_ns(Work::stream, static_cast<double>(nnz)));
   parallel_parts(parts, [&](int t) {
     for (index_t q = nnz * t / parts; q < nnz * (t + 1) / parts; ++q) out[q] = static_cast<std::int32_t>(idx[q]);
   });

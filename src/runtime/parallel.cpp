@@ -133,7 +133,8 @@ private:
       pthread_attr_t attr;
       pthread_attr_init(&attr);
       pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-      auto* arg = new WorkerArg{this, workers_ + 1};
+      // The epoch before this team's: the new worker joins the team being opened.
+      auto* arg = new WorkerArg{this, workers_ + 1, epoch_.load(std::memory_order_relaxed)};
       const int rc = pthread_create(&thread, &attr, &Pool::worker_main, arg);
       pthread_attr_destroy(&attr);
       if (rc != 0) {
@@ -146,18 +147,18 @@ private:
   struct WorkerArg {
     Pool* pool;
     int slot;
+    std::uint32_t epoch;  // the last epoch the worker has seen
   };
 
   static void* worker_main(void* p) {
     const WorkerArg arg = *static_cast<WorkerArg*>(p);
     delete static_cast<WorkerArg*>(p);
     t_in_team = true;
-    arg.pool->work(arg.slot);
+    arg.pool->work(arg.slot, arg.epoch);
     return nullptr;
   }
 
-  [[noreturn]] void work(int slot) {
-    std::uint32_t seen = epoch_.load(std::memory_order_acquire);
+  [[noreturn]] void work(int slot, std::uint32_t seen) {
     for (;;) {
       seen = wait_for_team(seen);
       if (join(slot)) {

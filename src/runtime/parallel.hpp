@@ -48,15 +48,42 @@ void run_team(int parts, F&& f) {
   run_team(parts, [](void* ctx, int slot) { (*static_cast<Fn*>(ctx))(slot); }, const_cast<void*>(static_cast<const void*>(&f)));
 }
 
-/// Threads worth using for `units` independent output units (block rows, rows) holding
-/// `work` multiply-adds in all: at most one per unit, and one per `kGrain` of work. Below
-/// one grain a pass runs on the calling thread alone: waking a worker (a system call and
-/// an interrupt on another core) costs about as much as that many multiply-adds.
-inline int parts_for(index_t units, double work) {
-  constexpr double kGrain = 1 << 16;
-  const double by_work = std::max(1.0, work / kGrain);
+/// What a pass's work is counted in, by kernel family, for parts_for's time estimate.
+enum class Work {
+  csr,           ///< stored entries times columns of the dense operand
+  small_blocks,  ///< multiply-adds of blocks of 2 to 8
+  tiles,         ///< multiply-adds of larger blocks (packed tiles, SDDMM)
+  attention,     ///< stored blocks times b * b * head dim
+  stream,        ///< values a streaming pass reads or writes (solver vectors, copies)
+};
+
+/// The one-thread time, in ns, of `work` units of `family` against a dense operand of
+/// `width` columns: a cost per unit that falls with the width towards the family's
+/// compute rate. The costs are one core's speeds in cache from the calibration runs of
+/// docs/benchmarks.md ("Threads and busy machines"); they only decide how many threads a
+/// pass is worth, so being off by 2x moves that line by 2x.
+constexpr double work_ns(Work family, double work, index_t width = 1) noexcept {
+  const double w = static_cast<double>(width < 1 ? 1 : width);
+  switch (family) {
+    case Work::csr: return work * (0.1 + 0.4 / w);
+    case Work::small_blocks: return work * (0.02 + 0.1 / w);
+    case Work::tiles: return work * (0.01 + 0.08 / w);
+    case Work::attention: return work * 0.025;
+    case Work::stream: return work * 0.15;
+  }
+  return work;
+}
+
+/// Threads worth using for `units` independent output units (block rows, rows) whose
+/// one-thread time is about `ns`: at most one per unit, and one per kGrainNs. Below two
+/// grains a pass runs on the calling thread alone: a team costs a microsecond or two when
+/// the workers are awake and several when they sleep, and a worker taken off its core by
+/// another process can cost a scheduler quantum.
+inline int parts_for(index_t units, double ns) {
+  constexpr double kGrainNs = 20'000;
+  const double by_time = std::max(1.0, ns / kGrainNs);
   return static_cast<int>(std::max<index_t>(
-      1, std::min<index_t>({static_cast<index_t>(num_threads()), units, static_cast<index_t>(std::min(by_work, 1e9))})));
+      1, std::min<index_t>({static_cast<index_t>(num_threads()), units, static_cast<index_t>(std::min(by_time, 1e9))})));
 }
 
 /// Splits rows [0, n) into `parts` ranges of about equal cost, where the cost of rows

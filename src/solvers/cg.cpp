@@ -65,7 +65,8 @@ void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T*
                                               Q,
                                               k};
     const auto& kernel = dispatch::csr_kernels<T, T>();
-    pq.run(static_cast<double>(csr->nnz()) * static_cast<double>(k) + elements,
+    pq.run(detail::work_ns(detail::Work::csr, static_cast<double>(csr->nnz()) * static_cast<double>(k), k) +
+               detail::work_ns(detail::Work::stream, elements),
            [&](index_t r0, index_t r1, double* lanes) {
              kernel.spmm(prod, r0, r1);
              passes.dot(c, r0, r1, lanes);
@@ -85,7 +86,7 @@ void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T*
     return;
   } else {
     A.apply(DenseView<const T>(c.p, n, k, k), DenseView<T>(Q, n, k, k));
-    pq.run(2.0 * elements, [&](index_t r0, index_t r1, double* lanes) { passes.dot(c, r0, r1, lanes); });
+    pq.run(detail::work_ns(detail::Work::stream, 2.0 * elements), [&](index_t r0, index_t r1, double* lanes) { passes.dot(c, r0, r1, lanes); });
   }
   pq.reduce(A);
   for (index_t j = 0; j < k; ++j) pAp[j] = pq.sum(j);
@@ -148,7 +149,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   std::vector<T> alpha_t(static_cast<std::size_t>(k)), beta_t(static_cast<std::size_t>(k));
   {
     ChunkedSums init(n, 3 * k, layout_for(k));
-    init.run(3.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
+    init.run(detail::work_ns(detail::Work::stream, 3.0 * elements), [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         for (index_t j = 0; j < k; ++j) {
           const T bij = B(i, j);
@@ -203,7 +204,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
     for (index_t j = 0; j < k; ++j) alpha_t[j] = active[j] ? static_cast<T>(alpha[j]) : -T(0);
     // Columns frozen but not yet zeroed: this iteration's passes select (see the top).
     const bool select = std::ranges::count(active, 0) > zeroed;
-    update.run(5.0 * elements,
+    update.run(detail::work_ns(detail::Work::stream, 5.0 * elements),
                [&](index_t r0, index_t r1, double* lanes) { passes.update(c, select, r0, r1, lanes); });
     update.reduce(A);
     double worst = 0.0;
@@ -231,7 +232,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
     if (std::ranges::find(active, 1) == active.end()) break;  // no column needs a direction
     for (index_t j = 0; j < k; ++j) beta_t[j] = active[j] ? static_cast<T>(beta[j]) : T(0);
     const bool zeroing = std::ranges::count(active, 0) > zeroed;
-    update.run(2.0 * elements, [&](index_t r0, index_t r1, double*) { passes.direction(c, zeroing, r0, r1); });
+    update.run(detail::work_ns(detail::Work::stream, 2.0 * elements), [&](index_t r0, index_t r1, double*) { passes.direction(c, zeroing, r0, r1); });
     zeroed = std::ranges::count(active, 0);
   }
   return res;

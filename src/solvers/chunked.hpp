@@ -39,9 +39,10 @@ public:
         lanes_(detail::make_vector<double>(chunks_ * kLanes * std::max<index_t>(m, 1), "solver: reduction lanes")) {}
 
   /// Runs body(r0, r1, lanes) for every chunk [r0, r1) of rows, lanes[slot(j, l)] being
-  /// the zeroed lane l of reduction j, on threads granted for `elements` values.
+  /// the zeroed lane l of reduction j, on threads granted for a one-thread time of `ns`
+  /// (detail::work_ns).
   template <class Body>
-  void run(double elements, Body&& body) {
+  void run(double ns, Body&& body) {
     const auto chunk = [&](index_t c) {
       double* lanes = lanes_.data() + c * kLanes * m_;
       std::fill(lanes, lanes + kLanes * m_, 0.0);
@@ -51,7 +52,7 @@ public:
     // same way, so a thread keeps working on the rows it has in its cache (a solve that
     // fits in the caches runs faster than with chunks dealt first come, first served;
     // docs/benchmarks.md, "Solvers"), and takes others' chunks when its own are done.
-    detail::parallel_for(detail::parts_for(chunks_, elements), chunks_, ranges_,
+    detail::parallel_for(detail::parts_for(chunks_, ns), chunks_, ranges_,
                          [&](int, index_t c) { chunk(c); });
   }
 

@@ -42,7 +42,7 @@ SolveResult<T> polynomial_steps(const LinearOperator<T>& A, std::span<const T> b
   for (std::size_t s = 0; s < a.size(); ++s) {
     const T as = static_cast<T>(a[s]), cs = static_cast<T>(c[s]);
     const bool fold = s > 0;
-    sums.run(4.0 * elements, [&](index_t r0, index_t r1, double*) {
+    sums.run(detail::work_ns(detail::Work::stream, 4.0 * elements), [&](index_t r0, index_t r1, double*) {
       for (index_t i = r0; i < r1; ++i) {
         if (fold) r[i] -= w[i];
         d[i] = as * d[i] + cs * r[i];
@@ -52,7 +52,7 @@ SolveResult<T> polynomial_steps(const LinearOperator<T>& A, std::span<const T> b
     A.apply(column(static_cast<const T*>(d.data())), column(w.data()));
   }
   const bool fold = !a.empty();
-  sums.run(3.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
+  sums.run(detail::work_ns(detail::Work::stream, 3.0 * elements), [&](index_t r0, index_t r1, double* lanes) {
     for_rows(r0, r1, [&](index_t i, index_t l) {
       if (fold) r[i] -= w[i];
       lanes[l] += static_cast<double>(r[i]) * static_cast<double>(r[i]);
@@ -139,7 +139,7 @@ EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, dou
   const double elements = static_cast<double>(n);
   for (index_t it = 1; it <= max_iter; ++it) {
     A.apply(DenseView<const T>(v.data(), n, 1, 1), DenseView<T>(y.data(), n, 1, 1));
-    sums.run(2.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
+    sums.run(detail::work_ns(detail::Work::stream, 2.0 * elements), [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         lanes[l] += static_cast<double>(v[i]) * static_cast<double>(y[i]);
         lanes[kLanes + l] += static_cast<double>(y[i]) * static_cast<double>(y[i]);
@@ -156,7 +156,7 @@ EigenResult<T> power_iteration(const LinearOperator<T>& A, index_t max_iter, dou
     }
     // ||A v - λ v||, and v ← A v / ||A v|| in the same pass.
     const double scale = 1.0 / std::sqrt(yy);
-    sums.run(2.0 * elements, [&](index_t r0, index_t r1, double* lanes) {
+    sums.run(detail::work_ns(detail::Work::stream, 2.0 * elements), [&](index_t r0, index_t r1, double* lanes) {
       for_rows(r0, r1, [&](index_t i, index_t l) {
         const double e = static_cast<double>(y[i]) - lambda * static_cast<double>(v[i]);
         lanes[l] += e * e;

@@ -266,7 +266,9 @@ class Demo(CliTestCase):
         self.assertRegex(result.stdout, r"(?m)^   forward\+backward .* faster .* rel\. error \d\.\de-0[5-9]$")
         self.assertRegex(result.stdout, r"(?m)^   full  storage .* the bound")
         self.assertRegex(result.stdout, r"(?m)^   fused .* faster")
-        self.assertEqual(result.stderr, "")
+        # Only the harness's warnings, when another test kept the machine busy.
+        for line in result.stderr.splitlines():
+            self.assertRegex(line, r"^bench \w+: warning: timings \d+% apart")
 
 
 class Solve(CliTestCase):
@@ -388,6 +390,21 @@ class Bench(CliTestCase):
         result = run("bench", "--json", "--reps", "1", "--threads", "2", *args)
         self.assertStatus(result, 0)
         return json_lines(result.stdout)
+
+    def test_load_section_rows(self):
+        """`--section load`: every small product idle and beside a busy process, with the
+        default threads and one thread, and the pool's counts; no time is checked."""
+        rows = self.bench("--section", "load", "--poisson", "8")
+        ops = ["spmv_csr_fp64", "spmv_bsr32_fp32", "spmm_bsr3_fp64_w8", "attention_fwd_fp32", "cg_iteration_fp64"]
+        self.assertEqual([(r["op"], r["busy_process"]) for r in rows], [(op, busy) for busy in (False, True) for op in ops])
+        for r in rows:
+            self.assertEqual((r["section"], r["threads"]), ("load", 2))
+            self.assertGreater(r["ms"], 0)
+            self.assertGreater(r["one_thread_ms"], 0)
+            self.assertAlmostEqual(r["ratio_vs_one_thread"], r["ms"] / r["one_thread_ms"], delta=1e-9 * r["ratio_vs_one_thread"])
+            self.assertGreaterEqual(r["teams"], r["teams_alone"])
+            self.assertIsInstance(r["unstable"], bool)
+            self.assertGreaterEqual(r["spread"], 0)
 
     def test_bsr_rows_for_every_width_and_density(self):
         for dtype, tolerance in (("fp32", 1e-5), ("bf16", 1e-2)):
@@ -555,8 +572,8 @@ class Advise(CliTestCase):
         cls.cal_dir.cleanup()
 
     @classmethod
-    def advise(cls, *args, calibration=None):
-        return run("advise", *args, "--calibration", calibration or cls.calibration)
+    def advise(cls, *args, calibration=None, **kwargs):
+        return run("advise", *args, "--calibration", calibration or cls.calibration, **kwargs)
 
     @classmethod
     def advise_json(cls, *args, calibration=None):
@@ -570,7 +587,8 @@ class Advise(CliTestCase):
     def assertConsistentAdvice(self, advice):
         """Every documented key; CSR first, then BSR by growing block size; the choice
         the candidate predicted fastest, and the speedup CSR's prediction over its."""
-        self.assertEqual(set(advice), self.KEYS)
+        measured = "measured_ms" in advice["candidates"][0]
+        self.assertEqual(set(advice), self.KEYS | ({"measured_choice_vs_best"} if measured else set()))
         candidates = advice["candidates"]
         for c in candidates:
             self.assertLessEqual({"format", "block_size", "fill", "predicted_ms"}, set(c))
@@ -610,7 +628,37 @@ class Advise(CliTestCase):
         self.assertEqual(a["calibration"], "cached")
         for c in a["candidates"]:
             self.assertGreater(c["measured_ms"], 0)  # a time, not checked against the prediction
+            self.assertGreaterEqual(c["measured_spread"], 0)
+            self.assertIsInstance(c["unstable"], bool)
+        chosen = [c for c in a["candidates"] if (c["format"], c["block_size"]) == (a["choice"]["format"], a["choice"]["block_size"])]
+        self.assertEqual(a["measured_choice_vs_best"], chosen[0]["measured_ms"] / min(c["measured_ms"] for c in a["candidates"]))
         self.assertNotIn("measured_ms", self.first["candidates"][0])
+
+    def test_measure_is_stable_on_small_matrices(self):
+        """`advise --measure` ten times on small matrices (1138_bus and an ani4-sized
+        Poisson matrix, 2 threads): the same choice every time, and the choice's measured
+        time over the fastest's within 10% of its median over the runs, unless a run is
+        flagged. Each candidate is timed in alternating chunks against CSR after a warm-up
+        that wakes the threads, so a run that a busy machine disturbs says so (`unstable`)
+        instead of reporting a wrong ratio (the tests run side by side). Whether the
+        choice is the fastest depends on the calibration, which a busy machine skews:
+        docs/benchmarks.md records the idle machine's runs against that target."""
+        for args in ((data("1138_bus.mtx"),), ("--problem", "poisson3d:15")):
+            for width in ("1", "8"):
+                runs = []
+                for _ in range(10):
+                    result = self.advise(*args, "--width", width, "--measure", "--json",
+                                         env={**os.environ, "TRNSPARSE_NUM_THREADS": "2"})
+                    self.assertStatus(result, 0)
+                    runs.append(json.loads(result.stdout))
+                with self.subTest(matrix=args[-1], width=width):
+                    self.assertEqual(len({json.dumps(r["choice"]) for r in runs}), 1)
+                    ratios = sorted(r["measured_choice_vs_best"] for r in runs)
+                    median = (ratios[4] + ratios[5]) / 2
+                    for r in runs:
+                        flagged = any(c["unstable"] for c in r["candidates"])
+                        self.assertTrue(abs(r["measured_choice_vs_best"] - median) <= 0.10 * median or flagged,
+                                        (median, r))
 
     def test_matrix_market_file(self):
         a = self.advise_json(data("1138_bus.mtx"))
@@ -657,7 +705,7 @@ class Advise(CliTestCase):
         path = "/proc/nonexistent/calibration.txt"
         a = self.advise_json("--problem", "poisson3d:4", calibration=path)
         self.assertConsistentAdvice(a)
-        self.assertEqual(a["calibration"], f"measured: no cache file {path}")
+        self.assertTrue(a["calibration"].startswith(f"measured: no cache file {path}"), a["calibration"])
         self.assertFalse(os.path.exists(path))
 
 

@@ -63,7 +63,8 @@ def structure(a: dict) -> list:
 def test_advice_has_the_cli_json_shape(first_advice, cache_file):
     a = first_advice
     assert set(a) == {"candidates", "choice", "predicted_speedup_vs_csr", "calibration"}
-    assert a["calibration"] == f"measured: no cache file {cache_file}"
+    # (a suffix says so when it was measured under load: the tests run side by side)
+    assert a["calibration"].startswith(f"measured: no cache file {cache_file}")
     assert isinstance(a["candidates"], list) and a["candidates"]
     for c in a["candidates"]:
         assert set(c) == CANDIDATE_KEYS
@@ -104,7 +105,7 @@ def test_the_cache_is_written_then_read(first_advice, cache_file, elasticity):
 
 def test_a_second_width_is_added_to_the_cache(first_advice, elasticity):
     wide = advice(elasticity, width=8)
-    assert wide["calibration"] == "measured: no speeds for fp64 width 8"
+    assert wide["calibration"].startswith("measured: no speeds for fp64 width 8")
     assert structure(wide) == structure(first_advice)  # fills depend on A only
     assert advice(elasticity, width=8)["calibration"] == "cached"
     assert advice(elasticity, width=1)["calibration"] == "cached"
@@ -121,7 +122,7 @@ def test_recalibrate_measures_again_without_the_gil(first_advice, elasticity):
         ticks += 1
         time.sleep(0.01)
     t.join()
-    assert result["calibration"] == "measured: refresh asked"
+    assert result["calibration"].startswith("measured: refresh asked")
     assert ticks > 10
     assert advice(elasticity)["calibration"] == "cached"
 
