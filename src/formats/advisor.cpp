@@ -172,6 +172,19 @@ detail::TimingOptions timing_options(int reps) {
   return o;
 }
 
+/// Stored entries of the calibration's in-cache matrices at `width`: wide operands shrink
+/// the matrix, so that the operand (rows x width) stays in cache too.
+double calibration_entries(index_t width) {
+  return Calibration::kCachedEntries * std::min(1.0, 16.0 / static_cast<double>(width));
+}
+
+/// Threads the library gives a product of `stored` entries in blocks of b (b = 1: CSR)
+/// over `block_rows` block rows at `width` (the kernels' own parts_for).
+int product_parts(index_t b, double stored, index_t block_rows, index_t width) {
+  const detail::Work family = b == 1 ? detail::Work::csr : b <= 8 ? detail::Work::small_blocks : detail::Work::tiles;
+  return detail::parts_for(block_rows, detail::work_ns(family, stored * static_cast<double>(width), width));
+}
+
 /// The bytes a product streams per stored entry in BSR with b x b blocks (b = 1: CSR):
 /// the value and its share of a block index (32 bits where the kernels read a compact
 /// copy: CSR, and blocks up to 8).
@@ -215,7 +228,7 @@ Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns, 
     double ns, entries, rows;
   };
   // Wide operands shrink the matrix, so that the operand (rows x width) stays in cache too.
-  const double entries = Calibration::kCachedEntries * std::min(1.0, 16.0 / static_cast<double>(width));
+  const double entries = calibration_entries(width);
   const auto run = [&](index_t per_row) {
     const index_t rows = std::max<index_t>(8, static_cast<index_t>(entries / static_cast<double>(per_row * b * b)));
     const CsrMatrix<T> A = mesh_blocks<T>(rows, per_row, b);
@@ -416,11 +429,18 @@ Advice advise(const CsrMatrix<T>& A, Workload workload, const Calibration& calib
     throw InvalidArgument(detail::concat("advise: the calibration has no speeds for ", std::string(dtype), " at width ",
                                          width, " (measure them with load_calibration or Calibration::measure)"));
   const double nnz = static_cast<double>(A.nnz());
+  // The calibration timed each format with the threads its in-cache matrices get; a
+  // smaller product may get fewer (parts_for) and runs slower by that ratio (in cache,
+  // where compute sets the pace). More threads than that are not credited: a large
+  // product's time is mostly the bandwidth, measured with every thread.
   const auto predict = [&](index_t b, double stored) {
     const Calibration::Speed& s = *calibration.find(dtype, width, b);
-    return (stored * s.per_entry(stored * bytes_per_entry<T>(b)) +
-            static_cast<double>(detail::ceil_div(A.rows(), b)) * s.ns_per_row) *
-           1e-6;
+    const index_t block_rows = detail::ceil_div(A.rows(), b);
+    const double threads =
+        std::max(1.0, static_cast<double>(product_parts(b, calibration_entries(width), index_t{1} << 30, width)) /
+                          static_cast<double>(product_parts(b, stored, block_rows, width)));
+    return (stored * s.per_entry(stored * bytes_per_entry<T>(b)) + static_cast<double>(block_rows) * s.ns_per_row) *
+           threads * 1e-6;
   };
   Advice advice;
   advice.candidates.push_back({Format::csr, 1, 1.0, predict(1, nnz)});
