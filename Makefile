@@ -4,7 +4,8 @@
 #   make deps      install the missing Debian packages (through sudo when not root)
 #   make bench-deps  also those only the benchmarks need (PETSc)
 #   make build     Release build into build/ (the tool is build/bin/trnsparse)
-#   make demo      build, then run `build/bin/trnsparse demo`
+#   make demo      build the tool alone (the library, its benchmark and the CLI; not the
+#                  tests, MPI or Python), then run `build/bin/trnsparse demo`
 #   make check     the whole test suite of build/
 #   make asan      Debug build with ASan + UBSan into build-asan/, its "unit", "cli" and "oom" tests
 #   make fuzz      clang build into build-fuzz/, each fuzzer for FUZZ_SECONDS on its seed corpus
@@ -62,7 +63,9 @@ build: deps
 	cmake --preset release
 	cmake --build --preset release -j $(JOBS)
 
-demo: build
+demo: deps
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS) --target trnsparse_cli
 	build/bin/trnsparse demo
 
 check: build
@@ -78,17 +81,14 @@ fuzz: deps
 	cmake --build --preset fuzz -j $(JOBS)
 	ctest --preset fuzz -j $(JOBS)
 
-# The tests of code that runs on several threads: the plan cache, UnitRanges and the
-# thread helpers, the solver passes, the symmetric product, attention and every
-# bitwise-determinism test. LLVM's OpenMP loads its Archer tool (OMP_TOOL_LIBRARIES), which
-# tells TSan about OpenMP's barriers and task synchronisation; without it every parallel
-# region reports races that are not there.
-TSAN_FILTER := *Plan*:*Cache*:*UnitRanges*:*Parallel*:*Thread*:*Determinism*:*Solver*:*Symmetric*:*ttention*:*Screen*
-ARCHER := $(firstword $(wildcard /usr/lib/llvm-14/lib/libarcher.so))
+# The tests of code that runs on several threads: the plan cache, the thread pool and
+# UnitRanges, the solver passes, the symmetric product, attention and every
+# bitwise-determinism test.
+TSAN_FILTER := *Plan*:*Cache*:*Parallel*:*Thread*:*Determinism*:*Solver*:*Symmetric*:*ttention*:*Screen*
 tsan: deps
 	cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS) --target trnsparse_tests
-	OMP_TOOL_LIBRARIES=$(ARCHER) TRNSPARSE_NUM_THREADS=3 build-tsan/bin/trnsparse_tests --gtest_filter='$(TSAN_FILTER)'
+	TRNSPARSE_NUM_THREADS=3 build-tsan/bin/trnsparse_tests --gtest_filter='$(TSAN_FILTER)'
 
 # Coverage of src/ by the release test suite (unit, CLI, Python, HF, MPI). The per-ISA
 # kernels (src/kernels/cpu/) count too, but only the instruction sets this CPU has can run.

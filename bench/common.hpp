@@ -28,8 +28,10 @@ namespace trnsparse::bench {
 /// (and a warning on stderr), then clears it for the next row.
 struct RowTimings {
   double spread = 0.0;
+  unsigned long stalled_teams = 0;
   bool unstable = false;
   void add(const detail::Timing& t) {
+    stalled_teams += t.stalled_teams;
     spread = std::max(spread, t.spread);
     unstable = unstable || !t.stable;
   }

@@ -623,9 +623,9 @@ void run(const Options& o, const Emit& emit_row) {
     tagged.emplace_back("unstable", t.unstable ? "true" : "false");
     if (t.unstable)
       std::fprintf(stderr,
-                   "bench %s: warning: timings %.0f%% apart (interquartile range over the median) after retries; "
-                   "the row says unstable: true (another process is busy?)\n",
-                   o.section.c_str(), 100.0 * t.spread);
+                   "bench %s: warning: timings %.0f%% apart (interquartile range over the median), %lu thread teams "
+                   "stalled, after retries; the row says unstable: true (another process is busy?)\n",
+                   o.section.c_str(), 100.0 * t.spread, t.stalled_teams);
     t = {};
     emit_row(tagged);
   };

@@ -151,7 +151,9 @@ struct Advice {
 };
 
 /// The candidates' predicted times for A's products under `workload` at `calibration`'s
-/// speeds, and the fastest. No timing: the same inputs give the same advice. A BSR
+/// speeds, and the fastest. No timing: the same inputs give the same advice. A product
+/// small enough to run on fewer threads than the calibration's in-cache matrices (with
+/// the thread count its machine line names) is priced slower by that ratio. A BSR
 /// candidate whose estimated stored entries exceed 16 x A's (or 2^31 elements) is left
 /// out, as is any block size larger than both dimensions of A.
 /// @throw InvalidArgument for width < 1, or when `calibration` does not cover
@@ -183,7 +185,9 @@ double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_si
 struct Measured {
   double ms = 0.0;      ///< median, in milliseconds
   double spread = 0.0;  ///< (third quartile - first quartile) / median of its runs
-  bool stable = true;   ///< spread within the timing harness's limit (10%) after retries
+  /// Spread within the timing harness's limit (10%) after retries, and no thread team
+  /// met a worker taken off its core meanwhile (another process wanted the cores).
+  bool stable = true;
 };
 
 /// The product times of A in each of `candidates`' formats, as measure_product_ms, with

@@ -4,7 +4,8 @@
 ///
 ///   - `TRNSPARSE_ISA=scalar|avx2|avx512` forces an instruction set (for A/B runs);
 ///     forcing one the CPU lacks is an error (`NotSupported`), never a silent fallback.
-///   - `TRNSPARSE_NUM_THREADS=N` sets the thread count (default: OpenMP's maximum).
+///   - `TRNSPARSE_NUM_THREADS=N` sets the thread count (default: `OMP_NUM_THREADS`, else
+///     the CPUs the process may run on).
 ///
 ///     trnsparse::set_num_threads(2);
 ///     if (trnsparse::cpu_features().avx512_bf16) trnsparse::set_isa(trnsparse::Isa::avx512);
@@ -38,7 +39,8 @@ Isa active_isa();
 void set_isa(Isa isa);
 std::string_view to_string(Isa isa) noexcept;
 
-/// Threads kernels use: `TRNSPARSE_NUM_THREADS` if set, else OpenMP's maximum.
+/// Threads kernels use: `TRNSPARSE_NUM_THREADS` if set, else `OMP_NUM_THREADS`'s first
+/// number, else the CPUs this process may run on (its affinity mask).
 /// @throw InvalidArgument (on first use) for a malformed `TRNSPARSE_NUM_THREADS`.
 int num_threads();
 /// Uses `n` threads from now on. @throw InvalidArgument unless 1 <= n <= 4096.

@@ -18,7 +18,15 @@ trnsparse.nn.MultiheadSparseAttention is the module. block_sparse_attention_tile
 0.6's single-head entry point. choose_format advises CSR or a BSR block size for a
 matrix's products on this machine (BSRMatrix.from_csr(A, "auto") converts with it).
 """
-from . import _core
+import importlib.util as _importlib_util
+import os as _os
+
+if _importlib_util.find_spec(f"{__name__}._core") is None:
+    raise ImportError(
+        f"trnsparse: the compiled module trnsparse._core is not in {_os.path.dirname(__file__)}. "
+        "Importing from the source tree (python/) finds only the pure-Python files: build the package with "
+        "`make build` and use PYTHONPATH=build/python, or install it with `pip install --no-build-isolation .`")
+from . import _core  # noqa: E402 (after the check above)
 from . import mask, nn, score
 from ._attention import AttentionMask, block_sparse_attention_tiled, sparse_attention
 from ._backend import HAS_NKI, get_backend, set_backend

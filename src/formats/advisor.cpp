@@ -179,10 +179,19 @@ double calibration_entries(index_t width) {
 }
 
 /// Threads the library gives a product of `stored` entries in blocks of b (b = 1: CSR)
-/// over `block_rows` block rows at `width` (the kernels' own parts_for).
-int product_parts(index_t b, double stored, index_t block_rows, index_t width) {
+/// over `block_rows` block rows at `width` with `threads` threads (the kernels' own
+/// parts_for).
+int product_parts(index_t b, double stored, index_t block_rows, index_t width, int threads) {
   const detail::Work family = b == 1 ? detail::Work::csr : b <= 8 ? detail::Work::small_blocks : detail::Work::tiles;
-  return detail::parts_for(block_rows, detail::work_ns(family, stored * static_cast<double>(width), width));
+  return detail::parts_for(block_rows, detail::work_ns(family, stored * static_cast<double>(width), width), threads);
+}
+
+/// The thread count a calibration was measured with, from its machine line ("...;
+/// threads N; ..."), or 1 when the line does not say.
+int calibration_threads(const std::string& machine) {
+  const auto at = machine.find("; threads ");
+  if (at == std::string::npos) return 1;
+  return std::max(1, std::atoi(machine.c_str() + at + 10));
 }
 
 /// The bytes a product streams per stored entry in BSR with b x b blocks (b = 1: CSR):
@@ -433,12 +442,13 @@ Advice advise(const CsrMatrix<T>& A, Workload workload, const Calibration& calib
   // smaller product may get fewer (parts_for) and runs slower by that ratio (in cache,
   // where compute sets the pace). More threads than that are not credited: a large
   // product's time is mostly the bandwidth, measured with every thread.
+  const int calibrated = calibration_threads(calibration.machine());
   const auto predict = [&](index_t b, double stored) {
     const Calibration::Speed& s = *calibration.find(dtype, width, b);
     const index_t block_rows = detail::ceil_div(A.rows(), b);
-    const double threads =
-        std::max(1.0, static_cast<double>(product_parts(b, calibration_entries(width), index_t{1} << 30, width)) /
-                          static_cast<double>(product_parts(b, stored, block_rows, width)));
+    const double threads = std::max(
+        1.0, static_cast<double>(product_parts(b, calibration_entries(width), index_t{1} << 30, width, calibrated)) /
+                 static_cast<double>(product_parts(b, stored, block_rows, width, calibrated)));
     return (stored * s.per_entry(stored * bytes_per_entry<T>(b)) + static_cast<double>(block_rows) * s.ns_per_row) *
            threads * 1e-6;
   };
@@ -502,29 +512,30 @@ std::vector<Measured> measure_candidates(const CsrMatrix<T>& A, std::span<const 
   std::vector<Pair> pairs(candidates.size());
   std::vector<double> csr_ms;
   double csr_spread = 0.0;
+  bool csr_stable = true;
+  const auto add_csr = [&](const detail::Timing& t) {
+    csr_ms.push_back(t.median_ms);
+    csr_spread = std::max(csr_spread, t.spread);
+    csr_stable = csr_stable && t.stable;
+  };
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].format == Format::csr) continue;
     Product<T> product(A, Format::bsr, candidates[i].block_size, workload.width);
     const auto [self, base] = detail::measure_pair(std::ref(product), std::ref(csr), o);
     pairs[i] = {self, base};
-    csr_ms.push_back(base.median_ms);
-    csr_spread = std::max(csr_spread, base.spread);
+    add_csr(base);
   }
-  if (csr_ms.empty()) {  // CSR alone among the candidates
-    const detail::Timing t = detail::measure(std::ref(csr), o);
-    csr_ms.push_back(t.median_ms);
-    csr_spread = t.spread;
-  }
+  if (csr_ms.empty()) add_csr(detail::measure(std::ref(csr), o));  // CSR alone among the candidates
   const double csr_median = detail::summarise(csr_ms, o).median_ms;
   std::vector<Measured> out(candidates.size());
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].format == Format::csr) {
-      out[i] = {csr_median, csr_spread, csr_spread <= o.max_spread};
+      out[i] = {csr_median, csr_spread, csr_stable};
       continue;
     }
     const Pair& p = pairs[i];
-    const double spread = std::max(p.self.spread, p.csr.spread);
-    out[i] = {csr_median * p.self.median_ms / p.csr.median_ms, spread, spread <= o.max_spread};
+    out[i] = {csr_median * p.self.median_ms / p.csr.median_ms, std::max(p.self.spread, p.csr.spread),
+              p.self.stable && p.csr.stable};
   }
   return out;
 }

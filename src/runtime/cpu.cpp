@@ -1,5 +1,6 @@
-#include <omp.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -43,9 +44,22 @@ Isa isa_from_env() {
   throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": expected scalar, avx2 or avx512"));
 }
 
+/// OMP_NUM_THREADS's first number, as OpenMP programs read it, else the CPUs this process
+/// may run on.
+int default_threads() {
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+    char* end = nullptr;
+    const long n = std::strtol(omp, &end, 10);
+    if (end != omp && (*end == '\0' || *end == ',') && n >= 1) return static_cast<int>(std::min<long>(n, kMaxThreads));
+  }
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0) return std::clamp(CPU_COUNT(&cpus), 1, kMaxThreads);
+  return 1;
+}
+
 int threads_from_env() {
   const char* env = std::getenv("TRNSPARSE_NUM_THREADS");
-  if (!env || !*env) return omp_get_max_threads();
+  if (!env || !*env) return default_threads();
   char* end = nullptr;
   const long n = std::strtol(env, &end, 10);
   if (*end != '\0' || n < 1 || n > kMaxThreads)

@@ -4,7 +4,7 @@
 // team it is part of) runs its pass alone. Workers are created on first use, one per
 // thread beyond the caller, and never exit. Between teams a worker spins for kSpin, so
 // that the passes of a solver iteration or a training step find it awake, then sleeps
-// on a futex. A team is opened by bumping `epoch_`; a worker joins it with one
+// on a futex of its own, which only a team that has a place for it rings. A team is opened by bumping `epoch_`; a worker joins it with one
 // compare-exchange on `state_` while it is open and leaves by decrementing its count.
 // The caller closes the team once its own fn returns (every unit is then taken) and waits
 // for the workers that joined: first spinning, then yielding its core, since a worker
@@ -21,7 +21,9 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <memory>
 #include <thread>
+#include <vector>
 
 namespace trnsparse::detail {
 
@@ -55,9 +57,16 @@ void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) noexce
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
 }
 
-void futex_wake_all(std::atomic<std::uint32_t>* word) noexcept {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+void futex_wake_one(std::atomic<std::uint32_t>* word) noexcept {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
+
+/// A worker's own place to sleep: a team rings the bells of the slots it uses, so a
+/// team of 2 on a machine of 64 threads wakes one worker, not 63.
+struct alignas(64) Bell {
+  std::atomic<std::uint32_t> rings{0};
+  std::atomic<bool> asleep{false};
+};
 
 /// True on a thread that is running inside a team (a worker, or a caller during its
 /// team): a pass started there runs alone.
@@ -80,7 +89,14 @@ public:
     ctx_ = ctx;
     state_.store(kOpen | static_cast<std::uint32_t>(parts) << kPartsShift, std::memory_order_release);
     epoch_.fetch_add(1, std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&epoch_);
+    // The worker sets `asleep`, then reads the epoch; this bumped the epoch, then reads
+    // `asleep` (both sequentially consistent): one of the two sees the other.
+    for (int slot = 1; slot < parts && slot <= workers_; ++slot) {
+      Bell& bell = *bells_[static_cast<std::size_t>(slot - 1)];
+      if (!bell.asleep.load(std::memory_order_seq_cst)) continue;
+      bell.rings.fetch_add(1, std::memory_order_relaxed);
+      futex_wake_one(&bell.rings);
+    }
     t_in_team = true;
     fn(ctx, 0);
     t_in_team = false;
@@ -109,7 +125,7 @@ public:
   void forget_workers() noexcept {
     new (&mutex_) std::mutex;
     workers_ = 0;
-    sleepers_.store(0, std::memory_order_relaxed);
+    bells_.clear();
     state_.store(0, std::memory_order_relaxed);
   }
 
@@ -134,11 +150,13 @@ private:
       pthread_attr_init(&attr);
       pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
       // The epoch before this team's: the new worker joins the team being opened.
-      auto* arg = new WorkerArg{this, workers_ + 1, epoch_.load(std::memory_order_relaxed)};
+      bells_.push_back(std::make_unique<Bell>());
+      auto* arg = new WorkerArg{this, bells_.back().get(), workers_ + 1, epoch_.load(std::memory_order_relaxed)};
       const int rc = pthread_create(&thread, &attr, &Pool::worker_main, arg);
       pthread_attr_destroy(&attr);
       if (rc != 0) {
         delete arg;
+        bells_.pop_back();
         return;
       }
     }
@@ -146,6 +164,7 @@ private:
 
   struct WorkerArg {
     Pool* pool;
+    Bell* bell;
     int slot;
     std::uint32_t epoch;  // the last epoch the worker has seen
   };
@@ -154,13 +173,13 @@ private:
     const WorkerArg arg = *static_cast<WorkerArg*>(p);
     delete static_cast<WorkerArg*>(p);
     t_in_team = true;
-    arg.pool->work(arg.slot, arg.epoch);
+    arg.pool->work(*arg.bell, arg.slot, arg.epoch);
     return nullptr;
   }
 
-  [[noreturn]] void work(int slot, std::uint32_t seen) {
+  [[noreturn]] void work(Bell& bell, int slot, std::uint32_t seen) {
     for (;;) {
-      seen = wait_for_team(seen);
+      seen = wait_for_team(bell, seen);
       if (join(slot)) {
         fn_(ctx_, slot);
         state_.fetch_sub(1, std::memory_order_release);
@@ -177,8 +196,9 @@ private:
     return true;
   }
 
-  /// Waits until the epoch moves on from `seen`: polls for kSpin, then sleeps.
-  std::uint32_t wait_for_team(std::uint32_t seen) {
+  /// Waits until the epoch moves on from `seen`: polls for kSpin, then sleeps until a
+  /// team rings `bell` (and the epoch has moved).
+  std::uint32_t wait_for_team(Bell& bell, std::uint32_t seen) {
     const auto spin_until = Clock::now() + kSpin;
     for (unsigned i = 0;; ++i) {
       const std::uint32_t e = epoch_.load(std::memory_order_acquire);
@@ -187,11 +207,10 @@ private:
         cpu_relax();
         continue;
       }
-      // The caller bumps the epoch, then reads sleepers_; this adds to sleepers_, then
-      // reads the epoch (both sequentially consistent): one of the two sees the other.
-      sleepers_.fetch_add(1, std::memory_order_seq_cst);
-      if (epoch_.load(std::memory_order_seq_cst) == seen) futex_wait(&epoch_, seen);
-      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      const std::uint32_t rings = bell.rings.load(std::memory_order_relaxed);
+      bell.asleep.store(true, std::memory_order_seq_cst);
+      if (epoch_.load(std::memory_order_seq_cst) == seen) futex_wait(&bell.rings, rings);
+      bell.asleep.store(false, std::memory_order_relaxed);
     }
   }
 
@@ -204,8 +223,8 @@ private:
   } stats_;
   void (*fn_)(void*, int) = nullptr;
   void* ctx_ = nullptr;
+  std::vector<std::unique_ptr<Bell>> bells_;  // under mutex_: slot s's at s - 1
   alignas(64) std::atomic<std::uint32_t> epoch_{0};
-  std::atomic<int> sleepers_{0};
   /// kOpen | parts << kPartsShift | workers inside fn_.
   alignas(64) std::atomic<std::uint32_t> state_{0};
 };

@@ -79,12 +79,13 @@ constexpr double work_ns(Work family, double work, index_t width = 1) noexcept {
 /// grains a pass runs on the calling thread alone: a team costs a microsecond or two when
 /// the workers are awake and several when they sleep, and a worker taken off its core by
 /// another process can cost a scheduler quantum.
-inline int parts_for(index_t units, double ns) {
+inline int parts_for(index_t units, double ns, int threads) {
   constexpr double kGrainNs = 20'000;
   const double by_time = std::max(1.0, ns / kGrainNs);
   return static_cast<int>(std::max<index_t>(
-      1, std::min<index_t>({static_cast<index_t>(num_threads()), units, static_cast<index_t>(std::min(by_time, 1e9))})));
+      1, std::min<index_t>({static_cast<index_t>(threads), units, static_cast<index_t>(std::min(by_time, 1e9))})));
 }
+inline int parts_for(index_t units, double ns) { return parts_for(units, ns, num_threads()); }
 
 /// Splits rows [0, n) into `parts` ranges of about equal cost, where the cost of rows
 /// [0, i) is ptr[i] + i: its stored entries (blocks, or non-zeros), plus one per row for

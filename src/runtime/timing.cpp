@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/parallel.hpp"
+
 namespace trnsparse::detail {
 
 namespace {
@@ -34,6 +36,25 @@ void warm_up(const std::function<void()>& f, const TimingOptions& o) {
   }
 }
 
+/// The pool's stalled and alone teams since construction.
+class StallCount {
+public:
+  StallCount() : start_(count()) {}
+  /// `t` with the teams that stalled or ran alone meanwhile; not stable if there were any.
+  Timing mark(Timing t) const {
+    t.stalled_teams = static_cast<unsigned long>(count() - start_);
+    t.stable = t.stable && t.stalled_teams == 0;
+    return t;
+  }
+
+private:
+  static std::uint64_t count() {
+    const TeamStats s = team_stats();
+    return s.stalls + s.alone;
+  }
+  std::uint64_t start_;
+};
+
 }  // namespace
 
 Timing summarise(std::vector<double> t, const TimingOptions& o, int attempts) {
@@ -54,9 +75,10 @@ Timing measure(const std::function<void()>& f, const TimingOptions& o) {
   Timing s;
   for (int attempt = 1; attempt <= 1 + std::max(o.retries, 0); ++attempt) {
     warm_up(f, o);
+    const StallCount stalls;
     std::vector<double> t(static_cast<std::size_t>(reps));
     for (double& v : t) v = run_ms(f);
-    s = summarise(std::move(t), o, attempt);
+    s = stalls.mark(summarise(std::move(t), o, attempt));
     if (s.stable) break;
   }
   return s;
@@ -69,6 +91,7 @@ std::pair<Timing, Timing> measure_pair(const std::function<void()>& f, const std
   for (int attempt = 1; attempt <= 1 + std::max(o.retries, 0); ++attempt) {
     warm_up(g, o);
     warm_up(f, o);
+    const StallCount stalls;
     std::vector<double> tf, tg;
     for (int done = 0; done < reps; done += chunk) {
       const int n = std::min(chunk, reps - done);
@@ -79,7 +102,7 @@ std::pair<Timing, Timing> measure_pair(const std::function<void()>& f, const std
       f();
       for (int r = 0; r < n; ++r) tf.push_back(run_ms(f));
     }
-    s = {summarise(std::move(tf), o, attempt), summarise(std::move(tg), o, attempt)};
+    s = {stalls.mark(summarise(std::move(tf), o, attempt)), stalls.mark(summarise(std::move(tg), o, attempt))};
     if (s.first.stable && s.second.stable) break;
   }
   return s;

@@ -7,8 +7,9 @@
 //   median), since one slow run on a shared host says nothing about the product.
 // - Two things compared are timed in alternating chunks, so that both see the same
 //   drift of the host's load, and their ratio is what is quoted.
-// - A measurement whose spread stays above the limit after retries is flagged, never
-//   reported as if it were clean.
+// - A measurement whose spread stays above the limit, or during which the thread pool met
+//   a worker taken off its core (and so ran products alone for a while), is retried and
+//   then flagged, never reported as if it were clean.
 #pragma once
 
 #include <functional>
@@ -33,10 +34,14 @@ struct Timing {
   double spread = 0.0;  ///< (third quartile - first quartile) / median
   int runs = 0;         ///< timed runs behind the median (of the last attempt)
   int attempts = 0;     ///< measurements taken (1 + retries used)
-  bool stable = false;  ///< spread <= max_spread
+  /// Teams of the thread pool that met a worker taken off its core, or ran on the caller
+  /// alone after one, during the timed runs: another process wanted the cores.
+  unsigned long stalled_teams = 0;
+  bool stable = false;  ///< spread <= max_spread and no stalled team
 };
 
-/// The median, spread and minimum of measured times (o.max_spread decides `stable`).
+/// The median, spread and minimum of measured times (o.max_spread decides `stable`; no
+/// team counts are known).
 Timing summarise(std::vector<double> times_ms, const TimingOptions& o, int attempts = 1);
 
 /// Times f: warm-up, then o.reps timed runs; retried while the spread is too wide.

@@ -128,6 +128,20 @@ TEST(Advise, PredictsStoredEntriesAndRowsAtTheCalibratedSpeeds) {
             std::size(Calibration::block_sizes));
 }
 
+// A calibration measured with 2 threads timed CSR on its in-cache matrix (2^18 entries)
+// with both; a product of 101 rows runs on one (parts_for), so it is priced twice as
+// slow. The advice stays a function of the matrix and the calibration alone.
+TEST(Advise, PricesASmallProductAtTheThreadsItGets) {
+  const CsrMatrix<float> A = random_csr<float>(101, 77, 0.05, 3);
+  const Calibration one = fake_calibration("fp32", 1, graded_speed);  // its machine names no threads: 1
+  Calibration two("cpu; isa avx512; threads 2; trnsparse 0.0.0");
+  for (const index_t b : Calibration::block_sizes) two.set("fp32", 1, b, graded_speed(b));
+  const Candidate csr_one = advise(A, {.width = 1}, one).candidates.front();
+  const Candidate csr_two = advise(A, {.width = 1}, two).candidates.front();
+  ASSERT_EQ(csr_two.format, Format::csr);
+  EXPECT_DOUBLE_EQ(csr_two.predicted_ms, 2.0 * csr_one.predicted_ms);
+}
+
 TEST(Advise, PicksTheBlockSizeTheCalibrationFavours) {
   // elasticity3d's natural 3 x 3 blocks are full: BSR-3 stores exactly A's entries.
   const CsrMatrix<float> A = elasticity3d<float>(3);

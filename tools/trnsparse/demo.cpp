@@ -150,8 +150,10 @@ void print_spmv_header(const DemoOptions& o) {
 
 void print_spmv(const DemoOptions& o, const SpmvRun& r) {
   if (!r.measured.time.stable)
-    std::fprintf(stderr, "demo: warning: %s %s timings %.0f%% apart after retries (another process is busy?)\n",
-                 r.format, r.dtype, 100.0 * r.measured.time.spread);
+    std::fprintf(stderr,
+                 "demo: warning: %s %s timings %.0f%% apart, %lu thread teams stalled, after retries (another "
+                 "process is busy?)\n",
+                 r.format, r.dtype, 100.0 * r.measured.time.spread, r.measured.time.stalled_teams);
   if (o.json) {
     JsonObject line;
     line.string("kind", "spmv").string("format", r.format).string("dtype", r.dtype);
