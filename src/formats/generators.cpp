@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,35 @@
 
 namespace trnsparse {
 
+namespace {
+
+/// Throws OverflowError naming `what`, its entries and the bytes they would take, when a
+/// CSR matrix of `rows` rows and `entries` entries of `value_bytes` each (64-bit indices)
+/// would not fit in the memory this machine has available (MemAvailable of /proc/meminfo;
+/// no check where it cannot be read): a size too large fails at once, not after filling
+/// the memory.
+void check_fits_in_memory(const char* what, index_t rows, index_t entries, std::size_t value_bytes) {
+  std::ifstream meminfo("/proc/meminfo");
+  double kib = -1.0;
+  for (std::string key, unit; meminfo >> key;) {
+    if (key == "MemAvailable:") {
+      meminfo >> kib >> unit;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  if (kib < 0.0) return;
+  const double available = kib * 1024.0;
+  const double need = static_cast<double>(entries) * static_cast<double>(sizeof(index_t) + value_bytes) +
+                      static_cast<double>(rows + 1) * static_cast<double>(sizeof(index_t));
+  if (need <= available) return;
+  const auto gb = [](double bytes) { return std::round(bytes / 1e8) / 10.0; };
+  throw OverflowError(detail::concat(what, ": ", entries, " entries in ", rows, " rows need ", gb(need),
+                                     " GB for the CSR arrays; this machine has ", gb(available), " GB available"));
+}
+
+}  // namespace
+
 template <Value T>
 CsrMatrix<T> poisson3d_rows(index_t n, index_t first, index_t last) {
   detail::check_nonnegative(n, "poisson3d: n");
@@ -19,6 +50,7 @@ CsrMatrix<T> poisson3d_rows(index_t n, index_t first, index_t last) {
   (void)detail::checked_mul(N, 7, "poisson3d: 7 n^3");
   if (!(0 <= first && first <= last && last <= N))
     throw InvalidArgument(detail::concat("poisson3d_rows: rows [", first, ", ", last, ") are not within [0, ", N, ")"));
+  check_fits_in_memory("poisson3d", last - first, 7 * (last - first), sizeof(T));
   const index_t m = last - first;
   std::vector<index_t> ptr(static_cast<std::size_t>(m) + 1, 0), idx;
   std::vector<T> vals;
@@ -165,9 +197,10 @@ template <Value T>
 CsrMatrix<T> elasticity3d(index_t n) {
   if (n < 1) throw InvalidArgument(detail::concat("elasticity3d: n = ", n, " must be >= 1"));
   const index_t m = detail::checked_add(n, 1, "elasticity3d: n + 1");
-  (void)detail::checked_mul(detail::checked_mul(detail::checked_mul(m, m, "elasticity3d: (n+1)^2"), m,
-                                                "elasticity3d: (n+1)^3"),
-                            81, "elasticity3d: entries");
+  const index_t nodes = detail::checked_mul(detail::checked_mul(m, m, "elasticity3d: (n+1)^2"), m,
+                                            "elasticity3d: (n+1)^3");
+  check_fits_in_memory("elasticity3d", 3 * nodes, detail::checked_mul(nodes, 243, "elasticity3d: entries"),
+                               sizeof(T));
   const std::vector<double> Ke = hex_stiffness(1.0 / static_cast<double>(n), 1.0, 0.3);
   const auto coord = [m](index_t v, int d) { return d == 0 ? v % m : d == 1 ? (v / m) % m : v / (m * m); };
   // Block (v, u) sums, over the elements holding both nodes, their local 3 x 3 block.
@@ -203,9 +236,11 @@ CsrMatrix<T> block_stencil3d(index_t n, index_t fields) {
   if (fields < 1) throw InvalidArgument(detail::concat("block_stencil3d: fields = ", fields, " must be >= 1"));
   const index_t nodes = detail::checked_mul(detail::checked_mul(n, n, "block_stencil3d: n^2"), n,
                                             "block_stencil3d: n^3");
-  (void)detail::checked_mul(detail::checked_mul(nodes, 7, "block_stencil3d: 7 n^3"),
-                            detail::checked_mul(fields, fields, "block_stencil3d: fields^2"),
-                            "block_stencil3d: entries");
+  check_fits_in_memory(
+      "block_stencil3d", detail::checked_mul(nodes, fields, "block_stencil3d: rows"),
+      detail::checked_mul(detail::checked_mul(nodes, 7, "block_stencil3d: 7 n^3"),
+                          detail::checked_mul(fields, fields, "block_stencil3d: fields^2"), "block_stencil3d: entries"),
+      sizeof(T));
   // Field f diffuses with 1 + f / fields and is convected in +x (upwinded: the -x
   // neighbour couples more); fields couple to each other through c(f, g) = 0.1 / (1 + |f - g|),
   // kept at the node and, scaled by a half, to its neighbours.

@@ -511,6 +511,15 @@ TEST(Generators, RandomBlocksRejectsBadArguments) {
   EXPECT_THAT([] { random_blocks<double>(-1, 2, 0.5, 1); }, throws_naming<InvalidArgument>("random_blocks: n"));
 }
 
+/// A problem too large for the memory fails before it allocates, naming the bytes it
+/// would need (a 4096^3 Poisson matrix: 4.8e11 entries, some 7.7 TB).
+TEST(Generators, AProblemTooLargeForTheMemoryFailsAtOnce) {
+  EXPECT_THAT([] { poisson3d<double>(4096); }, throws_naming<OverflowError>("poisson3d: 481036337152 entries"));
+  EXPECT_THAT([] { poisson3d<double>(4096); }, throws_naming<OverflowError>("GB for the CSR arrays"));
+  EXPECT_THAT([] { elasticity3d<float>(2048); }, throws_naming<OverflowError>("elasticity3d"));
+  EXPECT_THAT([] { block_stencil3d<float>(1024, 8); }, throws_naming<OverflowError>("block_stencil3d"));
+}
+
 /// Each form of a problem specification builds what the generator it names builds.
 TEST(Generators, NamedProblemIsTheGeneratorItNames) {
   EXPECT_TRUE(same_csr(named_problem<double>("poisson3d:3"), poisson3d<double>(3)));
