@@ -52,8 +52,8 @@ constexpr std::string_view dtype_name() {
   else return "bf16";
 }
 
-/// A machine's speed for each format: a product costs a time per stored entry plus
-/// ns_per_row per row (block row for BSR), keyed by (dtype, width, block size), where
+/// A machine's speed for each format: a product costs ns_per_call, plus a time per stored
+/// entry, plus ns_per_row per row (block row for BSR), keyed by (dtype, width, block size), where
 /// block size 1 is CSR. The time per entry is ns_per_entry_cached for a matrix whose
 /// values and indices take kCachedBytes or fewer (measured in cache: the compute of the
 /// format), ns_per_entry for kLargeBytes or more (streamed: the slower of that compute and
@@ -67,6 +67,7 @@ public:
     double ns_per_entry = 0.0;
     double ns_per_row = 0.0;
     double ns_per_entry_cached = 0.0;  ///< 0: ns_per_entry at every size
+    double ns_per_call = 0.0;          ///< checks, plan and dispatch: what a product of nothing costs
     /// The time per stored entry of a matrix whose values and indices take `bytes`.
     [[nodiscard]] double per_entry(double bytes) const;
   };

@@ -67,7 +67,7 @@ namespace {
 /// The file format and the kernels it measured: a change to either that moves the
 /// per-format speeds bumps the number, so that caches written before it are measured
 /// again instead of pricing today's kernels with yesterday's speeds.
-constexpr std::string_view kHeader = "trnsparse-calibration 7";
+constexpr std::string_view kHeader = "trnsparse-calibration 8";
 
 /// What differs between the machine line of a cached calibration and this machine's
 /// (this_machine(): "model; isa I; threads N; trnsparse V"), named part by part.
@@ -225,10 +225,12 @@ double read_bytes_per_ns() {
 }
 
 /// The Speed of block size b at `width`, given the machine's read bandwidth: in cache,
-/// from two mesh-like matrices of kCachedEntries stored entries with 7 and 27 blocks per
-/// block row when b <= 8 (the two times give both terms), else one with 7 per row (few
-/// rows: no row term); streamed, the slower of that compute time and the bytes per
-/// entry at the bandwidth.
+/// from a matrix of one block and two mesh-like matrices of kCachedEntries stored
+/// entries with 7 and 27 blocks per block row when b <= 8 (the three times give the three
+/// terms), else the one block and one with 7 per row (few rows: no row term); streamed,
+/// the slower of that compute time and the bytes per entry at the bandwidth. The call
+/// term matters for products of a few microseconds, where checks, the plan lookup and
+/// dispatch are a tenth of the time.
 /// `unsettled` takes the widest spread of a timing that stayed above the harness's limit.
 template <Value T>
 Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns, double& unsettled) {
@@ -238,31 +240,44 @@ Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns, 
   };
   // Wide operands shrink the matrix, so that the operand (rows x width) stays in cache too.
   const double entries = calibration_entries(width);
+  // `per_row` blocks in each block row; 0: a matrix of one block.
   const auto run = [&](index_t per_row) {
-    const index_t rows = std::max<index_t>(8, static_cast<index_t>(entries / static_cast<double>(per_row * b * b)));
+    const index_t rows =
+        per_row == 0 ? 1 : std::max<index_t>(8, static_cast<index_t>(entries / static_cast<double>(per_row * b * b)));
+    per_row = std::max<index_t>(per_row, 1);
     const CsrMatrix<T> A = mesh_blocks<T>(rows, per_row, b);
     Product<T> product(A, f, b, width);
     const detail::Timing t = detail::measure(std::ref(product), timing_options(7));
     if (!t.stable) unsettled = std::max(unsettled, t.spread);
     return Run{t.median_ms * 1e6, static_cast<double>(A.nnz()), static_cast<double>(rows)};
   };
+  // ns = per_call + per_entry * entries + per_row * rows for every run. The one block
+  // (r0) is nearly all call: differences from it leave the other two terms.
+  Run r0 = run(0);
   double per_entry = 0.0, per_row = 0.0;
   if (b > 8) {
     const Run r = run(7);
-    per_entry = r.ns / r.entries;
+    per_entry = (r.ns - r0.ns) / (r.entries - r0.entries);
   } else {
     const Run r1 = run(7), r2 = run(27);
-    // ns = per_entry * entries + per_row * rows for both: two equations.
-    const double det = r1.entries * r2.rows - r2.entries * r1.rows;
-    per_entry = (r1.ns * r2.rows - r2.ns * r1.rows) / det;
-    per_row = (r1.entries * r2.ns - r2.entries * r1.ns) / det;
+    const double e1 = r1.entries - r0.entries, e2 = r2.entries - r0.entries;
+    const double w1 = r1.rows - r0.rows, w2 = r2.rows - r0.rows;
+    const double t1 = r1.ns - r0.ns, t2 = r2.ns - r0.ns;
+    const double det = e1 * w2 - e2 * w1;
+    per_entry = (t1 * w2 - t2 * w1) / det;
+    per_row = (e1 * t2 - e2 * t1) / det;
     if (!(per_row >= 0.0) || !(per_entry > 0.0)) {  // noise: the per-entry cost alone
-      per_entry = (r1.ns + r2.ns) / (r1.entries + r2.entries);
+      per_entry = (t1 + t2) / (e1 + e2);
       per_row = 0.0;
     }
   }
+  if (!(per_entry > 0.0)) {  // noise on a product barely longer than a call
+    per_entry = r0.ns / r0.entries;
+    r0.ns = 0.0;
+  }
+  const double per_call = std::max(0.0, r0.ns - per_entry * r0.entries - per_row * r0.rows);
   const double streamed = bytes_per_ns > 0.0 ? std::max(per_entry, bytes_per_entry<T>(b) / bytes_per_ns) : per_entry;
-  return {streamed, per_row, per_entry};
+  return {streamed, per_row, per_entry, per_call};
 }
 
 
@@ -320,7 +335,7 @@ std::string Calibration::serialize() const {
   out.precision(17);
   for (const auto& [key, s] : speeds_)
     out << std::get<0>(key) << ' ' << std::get<1>(key) << ' ' << std::get<2>(key) << ' ' << s.ns_per_entry << ' '
-        << s.ns_per_row << ' ' << s.ns_per_entry_cached << '\n';
+        << s.ns_per_row << ' ' << s.ns_per_entry_cached << ' ' << s.ns_per_call << '\n';
   out << "end\n";
   return out.str();
 }
@@ -346,10 +361,11 @@ Calibration Calibration::parse(std::string_view text, const std::string& machine
     std::string dtype, rest;
     index_t width = 0, b = 0;
     Speed s;
-    if (!(fields >> dtype >> width >> b >> s.ns_per_entry >> s.ns_per_row >> s.ns_per_entry_cached) ||
+    if (!(fields >> dtype >> width >> b >> s.ns_per_entry >> s.ns_per_row >> s.ns_per_entry_cached >> s.ns_per_call) ||
         (fields >> rest) || !known_dtype(dtype) || width < 1 || !known_block_size(b) ||
         !std::isfinite(s.ns_per_entry) || !std::isfinite(s.ns_per_row) || !std::isfinite(s.ns_per_entry_cached) ||
-        s.ns_per_entry <= 0.0 || s.ns_per_row < 0.0 || s.ns_per_entry_cached < 0.0)
+        !std::isfinite(s.ns_per_call) || s.ns_per_entry <= 0.0 || s.ns_per_row < 0.0 ||
+        s.ns_per_entry_cached < 0.0 || s.ns_per_call < 0.0)
       return fail(detail::concat("malformed line ", number));
     c.set(dtype, width, b, s);
   }
@@ -449,8 +465,10 @@ Advice advise(const CsrMatrix<T>& A, Workload workload, const Calibration& calib
     const double threads = std::max(
         1.0, static_cast<double>(product_parts(b, calibration_entries(width), index_t{1} << 30, width, calibrated)) /
                  static_cast<double>(product_parts(b, stored, block_rows, width, calibrated)));
-    return (stored * s.per_entry(stored * bytes_per_entry<T>(b)) + static_cast<double>(block_rows) * s.ns_per_row) *
-           threads * 1e-6;
+    return (s.ns_per_call +
+            (stored * s.per_entry(stored * bytes_per_entry<T>(b)) + static_cast<double>(block_rows) * s.ns_per_row) *
+                threads) *
+           1e-6;
   };
   Advice advice;
   advice.candidates.push_back({Format::csr, 1, 1.0, predict(1, nnz)});

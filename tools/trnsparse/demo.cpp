@@ -23,9 +23,9 @@
 
 #include "cli.hpp"
 #include "progress.hpp"
+#include "runtime/timing.hpp"
 #ifdef TRNSPARSE_WITH_BENCH
 #include "bench.hpp"
-#include "runtime/timing.hpp"
 #endif
 #include "trnsparse/convert.hpp"
 #include "trnsparse/generators.hpp"
