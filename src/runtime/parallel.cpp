@@ -19,10 +19,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <cstdint>
 #include <mutex>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace trnsparse::detail {
@@ -71,24 +73,49 @@ struct alignas(64) Bell {
 /// True on a thread that is running inside a team (a worker, or a caller during its
 /// team): a pass started there runs alone.
 thread_local bool t_in_team = false;
+/// True on the thread whose fork() locked the pool's mutex (atfork prepare).
+thread_local bool t_fork_locked = false;
+
+/// Runs fn(ctx, slot) with t_in_team set, returning what it threw (nothing: null).
+std::exception_ptr run_in_team(void (*fn)(void*, int), void* ctx, int slot) noexcept {
+  const bool outer = t_in_team;
+  t_in_team = true;
+  std::exception_ptr error;
+  try {
+    fn(ctx, slot);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  t_in_team = outer;
+  return error;
+}
+
+/// Runs fn(ctx, 0) on the calling thread alone.
+void run_alone(void (*fn)(void*, int), void* ctx) {
+  if (const std::exception_ptr error = run_in_team(fn, ctx, 0)) std::rethrow_exception(error);
+}
 
 class Pool {
 public:
   /// Runs a team; see run_team.
   void run(int parts, void (*fn)(void*, int), void* ctx) {
-    std::unique_lock lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return fn(ctx, 0);
-    const auto start = Clock::now();
     stats_.teams.fetch_add(1, std::memory_order_relaxed);
-    if (start < alone_until_) {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    const auto start = Clock::now();
+    if (!lock.owns_lock() || start < alone_until_) {  // another thread's team, or a backoff
       stats_.alone.fetch_add(1, std::memory_order_relaxed);
-      return fn(ctx, 0);
+      return run_alone(fn, ctx);
     }
+    parts = std::min(parts, kMaxParts);
     grow(parts - 1);
     fn_ = fn;
     ctx_ = ctx;
-    state_.store(kOpen | static_cast<std::uint32_t>(parts) << kPartsShift, std::memory_order_release);
-    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    error_ = nullptr;
+    failed_.store(false, std::memory_order_relaxed);
+    const std::uint32_t epoch = epoch_.load(std::memory_order_relaxed) + 1;
+    state_.store(std::uint64_t{epoch} << kEpochShift | kOpen | std::uint64_t(parts) << kPartsShift,
+                 std::memory_order_release);
+    epoch_.store(epoch, std::memory_order_seq_cst);
     // The worker sets `asleep`, then reads the epoch; this bumped the epoch, then reads
     // `asleep` (both sequentially consistent): one of the two sees the other.
     for (int slot = 1; slot < parts && slot <= workers_; ++slot) {
@@ -97,13 +124,15 @@ public:
       bell.rings.fetch_add(1, std::memory_order_relaxed);
       futex_wake_one(&bell.rings);
     }
-    t_in_team = true;
-    fn(ctx, 0);
-    t_in_team = false;
+    const std::exception_ptr own_error = run_in_team(fn, ctx, 0);
     // Closed: no worker joins now. Wait for those that did (each is in a unit it took).
-    std::uint32_t s = state_.fetch_and(~kOpen, std::memory_order_acq_rel) & ~kOpen;
-    if ((s & kActiveMask) == 0) return;
+    std::uint64_t s = state_.fetch_and(~kOpen, std::memory_order_acq_rel) & ~kOpen;
     const auto own_done = Clock::now();
+    const auto rethrow = [&] {
+      if (own_error) std::rethrow_exception(own_error);
+      if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    };
+    if ((s & kActiveMask) == 0) return rethrow();
     const auto spin_until = own_done + kCallerSpin;
     for (unsigned i = 0; (s & kActiveMask) != 0; ++i) {
       if (i % 64 != 63 || Clock::now() < spin_until) cpu_relax();
@@ -119,6 +148,7 @@ public:
     } else if (backoff_ > Clock::duration::zero()) {
       backoff_ /= 2;
     }
+    rethrow();
   }
 
   /// After fork() in the child: the workers are gone with the parent's threads.
@@ -137,9 +167,13 @@ public:
   }
 
 private:
-  static constexpr std::uint32_t kOpen = 1u << 31;
+  // state_: epoch << kEpochShift | kOpen | parts << kPartsShift | workers inside fn_.
+  static constexpr int kEpochShift = 32;
+  static constexpr std::uint64_t kOpen = std::uint64_t{1} << 31;
   static constexpr int kPartsShift = 16;
-  static constexpr std::uint32_t kActiveMask = (1u << kPartsShift) - 1;
+  static constexpr std::uint64_t kPartsMask = ((std::uint64_t{1} << 15) - 1) << kPartsShift;
+  static constexpr std::uint64_t kActiveMask = (std::uint64_t{1} << kPartsShift) - 1;
+  static constexpr int kMaxParts = (1 << 15) - 1;
 
   /// Starts workers until there are `want` (under mutex_). A worker that cannot be
   /// started is not needed: the caller takes its units.
@@ -180,18 +214,24 @@ private:
   [[noreturn]] void work(Bell& bell, int slot, std::uint32_t seen) {
     for (;;) {
       seen = wait_for_team(bell, seen);
-      if (join(slot)) {
-        fn_(ctx_, slot);
-        state_.fetch_sub(1, std::memory_order_release);
-      }
+      if (!join(slot, seen)) continue;
+      // The first error of a team reaches its caller (the others are dropped); the
+      // release on the count publishes it.
+      if (std::exception_ptr error = run_in_team(fn_, ctx_, slot); error && !failed_.exchange(true))
+        error_ = std::move(error);
+      state_.fetch_sub(1, std::memory_order_release);
     }
   }
 
-  /// Joins the open team if it has a place for `slot`: one more active worker.
-  bool join(int slot) {
-    std::uint32_t s = state_.load(std::memory_order_relaxed);
+  /// Joins team `epoch` if it is open and has a place for `slot`: one more active worker.
+  /// A worker that saw an older epoch does not join a newer team it has not seen, so it
+  /// runs each team at most once.
+  bool join(int slot, std::uint32_t epoch) {
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
     do {
-      if (!(s & kOpen) || static_cast<std::uint32_t>(slot) >= (s & ~kOpen) >> kPartsShift) return false;
+      if (s >> kEpochShift != epoch || !(s & kOpen) ||
+          static_cast<std::uint64_t>(slot) >= ((s & kPartsMask) >> kPartsShift))
+        return false;
     } while (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed));
     return true;
   }
@@ -225,8 +265,9 @@ private:
   void* ctx_ = nullptr;
   std::vector<std::unique_ptr<Bell>> bells_;  // under mutex_: slot s's at s - 1
   alignas(64) std::atomic<std::uint32_t> epoch_{0};
-  /// kOpen | parts << kPartsShift | workers inside fn_.
-  alignas(64) std::atomic<std::uint32_t> state_{0};
+  std::exception_ptr error_;         // the first worker error of the team (failed_ set)
+  std::atomic<bool> failed_{false};
+  alignas(64) std::atomic<std::uint64_t> state_{0};
 };
 
 /// The pool, never destroyed: its workers sleep in the kernel when the process exits.
@@ -235,8 +276,21 @@ private:
 Pool& pool() {
   static Pool* const p = [] {
     auto* q = new Pool;
-    pthread_atfork([] { pool().mutex().lock(); }, [] { pool().mutex().unlock(); },
-                   [] { pool().forget_workers(); });
+    // A fork from inside a team (the forking thread holds the mutex, or waits on a worker
+    // that cannot finish while the mutex is asked for) skips the lock.
+    pthread_atfork(
+        [] {
+          if (t_in_team) return;
+          pool().mutex().lock();
+          t_fork_locked = true;
+        },
+        [] {
+          if (std::exchange(t_fork_locked, false)) pool().mutex().unlock();
+        },
+        [] {
+          t_fork_locked = false;
+          pool().forget_workers();
+        });
     return q;
   }();
   return *p;
@@ -247,7 +301,7 @@ Pool& pool() {
 TeamStats team_stats() noexcept { return pool().stats(); }
 
 void run_team(int parts, void (*fn)(void*, int), void* ctx) {
-  if (parts <= 1 || t_in_team) return fn(ctx, 0);
+  if (parts <= 1 || t_in_team) return run_alone(fn, ctx);
   pool().run(parts, fn, ctx);
 }
 

@@ -28,9 +28,10 @@ namespace trnsparse::detail {
 
 /// Runs fn(ctx, slot) on the calling thread (slot 0) and on each pool worker with slot
 /// 1 .. parts - 1 that is awake before the calling thread's fn returns. A worker that
-/// wakes later runs nothing. Returns when every fn that started has returned. Runs
-/// fn(ctx, 0) alone when parts is 1, when called from inside a team, or when another
-/// thread's team holds the pool. fn must not throw.
+/// wakes later runs nothing. Returns when every fn that started has returned, then
+/// rethrows what fn threw (the caller's, else the first worker's). Runs fn(ctx, 0) alone
+/// when parts is 1, when called from inside a team, or when another thread's team holds
+/// the pool.
 void run_team(int parts, void (*fn)(void*, int), void* ctx);
 
 /// What the pool has done since the process started: teams asked of it (with parts > 1,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/parallel.hpp"
+#include "trnsparse/error.hpp"
 #include "trnsparse/runtime.hpp"
 
 namespace trnsparse {
@@ -165,6 +166,48 @@ TEST(Parallel, WorksAfterFork) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+}
+
+// An exception thrown in a unit, on the caller or on a worker, reaches the caller once
+// the team is over (no worker still runs in its scope), and the pool keeps working.
+TEST(Parallel, AnErrorInAUnitReachesTheCallerAndThePoolGoesOn) {
+  const Threads threads(2);
+  for (int rep = 0; rep < 50; ++rep) {
+    std::atomic<int> running{0};
+    EXPECT_THROW(detail::parallel_for(2, 64,
+                                      [&](int, index_t u) {
+                                        running.fetch_add(1);
+                                        if (u == static_cast<index_t>(rep % 64)) {
+                                          running.fetch_sub(1);
+                                          throw InvalidArgument("unit failed");
+                                        }
+                                        running.fetch_sub(1);
+                                      }),
+                 InvalidArgument);
+    EXPECT_EQ(running.load(), 0) << "a unit still ran after the error reached the caller";
+  }
+  std::atomic<int> done{0};
+  detail::parallel_for(2, 64, [&](int, index_t) { done.fetch_add(1); });
+  EXPECT_EQ(done.load(), 64);
+}
+
+// fork() from inside a unit neither deadlocks nor breaks the child.
+TEST(Parallel, ForkFromInsideATeam) {
+  const Threads threads(2);
+  std::atomic<int> status{-1};
+  detail::parallel_for(2, 2, [&](int, index_t u) {
+    if (u != 0) return;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::atomic<int> child_done{0};
+      detail::parallel_for(2, 16, [&](int, index_t) { child_done.fetch_add(1); });
+      _exit(child_done.load() == 16 ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    status = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+  });
+  EXPECT_EQ(status.load(), 0);
 }
 
 TEST(Parallel, UnitRangesRejectTooManyUnits) {
