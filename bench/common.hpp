@@ -47,18 +47,11 @@ double elapsed_ms(F&& f) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// The harness's options for `reps` timed runs a side.
-inline detail::TimingOptions timing_options(int reps) {
-  detail::TimingOptions o;
-  o.reps = std::max(reps, 1);
-  return o;
-}
-
 /// Median wall time of `reps` runs of f (runtime/timing.hpp: warmed up, retried while
 /// the spread is too wide), in ms.
 template <class F>
 double median_ms(int reps, F&& f) {
-  const detail::Timing t = detail::measure(std::function<void()>(std::ref(f)), timing_options(reps));
+  const detail::Timing t = detail::measure(std::function<void()>(std::ref(f)), {.reps = reps});
   row_timings().add(t);
   return t.median_ms;
 }
@@ -69,8 +62,7 @@ double median_ms(int reps, F&& f) {
 /// alternating, both see the same share of it, and their ratio is what a row quotes.
 template <class F, class G>
 std::pair<double, double> paired_median_ms(int reps, int chunk, F&& f, G&& g) {
-  detail::TimingOptions o = timing_options(reps);
-  o.chunk = chunk;
+  const detail::TimingOptions o{.reps = reps, .chunk = chunk};
   const auto [tf, tg] = detail::measure_pair(std::function<void()>(std::ref(f)), std::function<void()>(std::ref(g)), o);
   row_timings().add(tf);
   row_timings().add(tg);

@@ -560,7 +560,7 @@ void spmv_row(const Options& o, int threads, Stream& yardstick, const std::strin
     symmetric();
     sym_times.push_back(elapsed_ms(symmetric));
   }
-  const detail::TimingOptions harness = timing_options(o.reps);
+  const detail::TimingOptions harness{.reps = o.reps};
   row_timings().add(detail::summarise(times, harness));
   if (U) row_timings().add(detail::summarise(sym_times, harness));
   std::ranges::sort(times);

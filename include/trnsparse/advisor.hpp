@@ -186,8 +186,9 @@ double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_si
 struct Measured {
   double ms = 0.0;      ///< median, in milliseconds
   double spread = 0.0;  ///< (third quartile - first quartile) / median of its runs
-  /// Spread within the timing harness's limit (10%) after retries, and no thread team
-  /// met a worker taken off its core meanwhile (another process wanted the cores).
+  /// Spread within the timing harness's limit (10%) after retries, no thread team met a
+  /// worker taken off its core, and other processes used at most a quarter of a core
+  /// meanwhile.
   bool stable = true;
 };
 

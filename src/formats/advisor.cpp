@@ -165,13 +165,6 @@ private:
   std::optional<BsrMatrix<T>> blocked_;
 };
 
-/// The harness's options for `reps` timed runs.
-detail::TimingOptions timing_options(int reps) {
-  detail::TimingOptions o;
-  o.reps = reps;
-  return o;
-}
-
 /// Stored entries of the calibration's in-cache matrices at `width`: wide operands shrink
 /// the matrix, so that the operand (rows x width) stays in cache too.
 double calibration_entries(index_t width) {
@@ -229,8 +222,8 @@ double read_bytes_per_ns() {
 /// entries with 7 and 27 blocks per block row when b <= 8 (the three times give the three
 /// terms), else the one block and one with 7 per row (few rows: no row term); streamed,
 /// the slower of that compute time and the bytes per entry at the bandwidth. The call
-/// term matters for products of a few microseconds, where checks, the plan lookup and
-/// dispatch are a tenth of the time.
+/// term (checks, the plan lookup, dispatch) decides between formats on products of a few
+/// microseconds (docs/benchmarks.md, "Threads and busy machines").
 /// `unsettled` takes the widest spread of a timing that stayed above the harness's limit.
 template <Value T>
 Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns, double& unsettled) {
@@ -240,26 +233,27 @@ Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns, 
   };
   // Wide operands shrink the matrix, so that the operand (rows x width) stays in cache too.
   const double entries = calibration_entries(width);
-  // `per_row` blocks in each block row; 0: a matrix of one block.
-  const auto run = [&](index_t per_row) {
-    const index_t rows =
-        per_row == 0 ? 1 : std::max<index_t>(8, static_cast<index_t>(entries / static_cast<double>(per_row * b * b)));
-    per_row = std::max<index_t>(per_row, 1);
+  // `rows` block rows of `per_row` blocks each.
+  const auto run = [&](index_t rows, index_t per_row) {
     const CsrMatrix<T> A = mesh_blocks<T>(rows, per_row, b);
     Product<T> product(A, f, b, width);
-    const detail::Timing t = detail::measure(std::ref(product), timing_options(7));
+    const detail::Timing t = detail::measure(std::ref(product), {.reps = 7});
     if (!t.stable) unsettled = std::max(unsettled, t.spread);
     return Run{t.median_ms * 1e6, static_cast<double>(A.nnz()), static_cast<double>(rows)};
   };
+  // The in-cache matrix of `per_row` blocks a block row.
+  const auto cached = [&](index_t per_row) {
+    return run(std::max<index_t>(8, static_cast<index_t>(entries / static_cast<double>(per_row * b * b))), per_row);
+  };
   // ns = per_call + per_entry * entries + per_row * rows for every run. The one block
   // (r0) is nearly all call: differences from it leave the other two terms.
-  Run r0 = run(0);
+  Run r0 = run(1, 1);
   double per_entry = 0.0, per_row = 0.0;
   if (b > 8) {
-    const Run r = run(7);
+    const Run r = cached(7);
     per_entry = (r.ns - r0.ns) / (r.entries - r0.entries);
   } else {
-    const Run r1 = run(7), r2 = run(27);
+    const Run r1 = cached(7), r2 = cached(27);
     const double e1 = r1.entries - r0.entries, e2 = r2.entries - r0.entries;
     const double w1 = r1.rows - r0.rows, w2 = r2.rows - r0.rows;
     const double t1 = r1.ns - r0.ns, t2 = r2.ns - r0.ns;
@@ -513,7 +507,7 @@ double measure_product_ms(const CsrMatrix<T>& A, Format format, index_t block_si
   if (reps < 1) throw InvalidArgument(detail::concat("measure_product_ms: reps = ", reps, " must be >= 1"));
   detail::check_block_size(block_size, "measure_product_ms");
   Product<T> product(A, format, block_size, workload.width);
-  return detail::measure(std::ref(product), timing_options(reps)).median_ms;
+  return detail::measure(std::ref(product), {.reps = reps}).median_ms;
 }
 
 template <Value T>
@@ -523,7 +517,7 @@ std::vector<Measured> measure_candidates(const CsrMatrix<T>& A, std::span<const 
     throw InvalidArgument(detail::concat("measure_candidates: width = ", workload.width, " must be >= 1"));
   if (reps < 1) throw InvalidArgument(detail::concat("measure_candidates: reps = ", reps, " must be >= 1"));
   Product<T> csr(A, Format::csr, 1, workload.width);
-  const detail::TimingOptions o = timing_options(reps);
+  const detail::TimingOptions o{.reps = reps};
   struct Pair {
     detail::Timing self, csr;
   };
@@ -539,7 +533,10 @@ std::vector<Measured> measure_candidates(const CsrMatrix<T>& A, std::span<const 
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].format == Format::csr) continue;
     Product<T> product(A, Format::bsr, candidates[i].block_size, workload.width);
-    const auto [self, base] = detail::measure_pair(std::ref(product), std::ref(csr), o);
+    const detail::LoadProbe probe;
+    auto [self, base] = detail::measure_pair(std::ref(product), std::ref(csr), o);
+    // Other processes busy meanwhile: the pair may have run at a speed it will not keep.
+    if (probe.other_cores() > detail::kQuietOtherCores) self.stable = base.stable = false;
     pairs[i] = {self, base};
     add_csr(base);
   }

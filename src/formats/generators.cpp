@@ -19,9 +19,12 @@ namespace {
 /// Throws OverflowError naming `what`, its entries and the bytes they would take, when a
 /// CSR matrix of `rows` rows and `entries` entries of `value_bytes` each (64-bit indices)
 /// would not fit in the memory this machine has available (MemAvailable of /proc/meminfo;
-/// no check where it cannot be read): a size too large fails at once, not after filling
-/// the memory.
+/// no check under 1 GiB or where the file cannot be read): a size too large fails at
+/// once, not after filling the memory.
 void check_fits_in_memory(const char* what, index_t rows, index_t entries, std::size_t value_bytes) {
+  const double need = static_cast<double>(entries) * static_cast<double>(sizeof(index_t) + value_bytes) +
+                      static_cast<double>(rows + 1) * static_cast<double>(sizeof(index_t));
+  if (need < 0x1p30) return;  // a small problem fits: no file to read on every call
   std::ifstream meminfo("/proc/meminfo");
   double kib = -1.0;
   for (std::string key, unit; meminfo >> key;) {
@@ -33,8 +36,6 @@ void check_fits_in_memory(const char* what, index_t rows, index_t entries, std::
   }
   if (kib < 0.0) return;
   const double available = kib * 1024.0;
-  const double need = static_cast<double>(entries) * static_cast<double>(sizeof(index_t) + value_bytes) +
-                      static_cast<double>(rows + 1) * static_cast<double>(sizeof(index_t));
   if (need <= available) return;
   const auto gb = [](double bytes) { return std::round(bytes / 1e8) / 10.0; };
   throw OverflowError(detail::concat(what, ": ", entries, " entries in ", rows, " rows need ", gb(need),

@@ -5,11 +5,10 @@
 // (one writer per output tile or row, reductions in a fixed order), so the bits are the
 // same for any thread count. The calling thread always works: it starts on the units at
 // once and takes whatever the pool's workers have not claimed, and it waits only for a
-// unit a worker is still computing, never for a worker that has not woken up. On a core
-// shared with another busy process a worker may be off the CPU for a scheduler quantum
-// (milliseconds); a fork-join runtime whose closing barrier waits for every thread then
-// makes a 0.1 ms product cost a quantum. See docs/benchmarks.md, "Threads and busy
-// machines".
+// unit a worker is still computing, never for a worker that has not woken up: on a core
+// shared with another busy process a worker may be off the CPU for a scheduler quantum,
+// and a fork-join runtime whose closing barrier waits for every thread makes any product
+// shorter than that cost a quantum (docs/benchmarks.md, "Threads and busy machines").
 #pragma once
 
 #include <algorithm>
@@ -62,7 +61,7 @@ enum class Work {
 /// `width` columns: a cost per unit that falls with the width towards the family's
 /// compute rate. The costs are one core's speeds in cache from the calibration runs of
 /// docs/benchmarks.md ("Threads and busy machines"); they only decide how many threads a
-/// pass is worth, so being off by 2x moves that line by 2x.
+/// pass is worth, so an error in one moves that line by as much.
 constexpr double work_ns(Work family, double work, index_t width = 1) noexcept {
   const double w = static_cast<double>(width < 1 ? 1 : width);
   switch (family) {
@@ -77,9 +76,9 @@ constexpr double work_ns(Work family, double work, index_t width = 1) noexcept {
 
 /// Threads worth using for `units` independent output units (block rows, rows) whose
 /// one-thread time is about `ns`: at most one per unit, and one per kGrainNs. Below two
-/// grains a pass runs on the calling thread alone: a team costs a microsecond or two when
-/// the workers are awake and several when they sleep, and a worker taken off its core by
-/// another process can cost a scheduler quantum.
+/// grains a pass runs on the calling thread alone: starting a team (more so waking a
+/// sleeping worker) costs more than a second thread saves on so little work, and a worker
+/// taken off its core by another process can cost a scheduler quantum.
 inline int parts_for(index_t units, double ns, int threads) {
   constexpr double kGrainNs = 20'000;
   const double by_time = std::max(1.0, ns / kGrainNs);

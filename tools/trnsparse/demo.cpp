@@ -114,9 +114,7 @@ Measurement measure_spmv(const Matrix& A, std::span<const TA> x, std::span<const
   const auto product = [&] { spmv(acc_t<TA>{1}, A, x, acc_t<TA>{0}, std::span<TY>(y)); };
   product();
   const double error = max_relative_error<TY>(y, reference);
-  detail::TimingOptions harness;
-  harness.reps = repeats;
-  return {detail::measure(product, harness), error};
+  return {detail::measure(product, {.reps = repeats}), error};
 }
 
 void print_problem(const DemoOptions& o, const CsrMatrix<double>& A) {
