@@ -7,7 +7,7 @@
 #include <cmath>
 #include <utility>
 
-#include "dispatch/attention.hpp"
+#include "dispatch/dispatch.hpp"
 #include "ops/run.hpp"
 #include "runtime/parallel.hpp"
 #include "runtime/checks.hpp"
@@ -18,8 +18,6 @@
 namespace trnsparse {
 
 namespace {
-
-namespace cpu = kernels::cpu;
 
 /// One operand as (batch, heads) slices of (rows, cols), rows ld apart.
 template <class T>
@@ -75,7 +73,7 @@ void check_no_self_overlap(const char* who, const char* name, const Operand<T>& 
 }
 
 template <class T>
-cpu::HeadOperand<T> head_operand(const Operand<T>& x) {
+kernels::HeadOperand<T> head_operand(const Operand<T>& x) {
   return {x.data, x.ld, x.batch_stride, x.head_stride};
 }
 
@@ -145,11 +143,11 @@ std::vector<A> checked_slopes(const ScoreMod& mod, index_t heads, const char* wh
 }
 
 template <class T>
-cpu::AttentionProblem<T> problem(const AttentionMask& mask, const Operand<const T>& Q, const Operand<const T>& K,
+kernels::AttentionProblem<T> problem(const AttentionMask& mask, const Operand<const T>& Q, const Operand<const T>& K,
                                  const Operand<const T>& V, acc_t<T> scale, const ScoreMod& mod,
                                  const std::vector<acc_t<T>>& slopes) {
   const BsrStructure& s = mask.structure();
-  cpu::AttentionProblem<T> p{};
+  kernels::AttentionProblem<T> p{};
   p.b = s.block_size();
   p.queries = mask.queries();
   p.keys = mask.keys();
@@ -177,7 +175,7 @@ cpu::AttentionProblem<T> problem(const AttentionMask& mask, const Operand<const 
 /// Stored blocks of each unit of the forward and dQ passes as a prefix sum over
 /// u = (z * heads + h) * block_rows + I.
 template <class T>
-std::vector<index_t> row_unit_blocks(const AttentionMask& mask, const cpu::AttentionProblem<T>& p) {
+std::vector<index_t> row_unit_blocks(const AttentionMask& mask, const kernels::AttentionProblem<T>& p) {
   const index_t br = p.block_rows;
   std::vector<index_t> ext(static_cast<std::size_t>(p.batch * p.heads * br) + 1, 0);
   for (index_t z = 0, u = 0; z < p.batch; ++z)
@@ -194,7 +192,7 @@ std::vector<index_t> row_unit_blocks(const AttentionMask& mask, const cpu::Atten
 /// The same for the dK/dV pass, u = (z * kv_heads + k) * block_cols + J: the blocks of
 /// column J over the mask slices of k's query heads.
 template <class T>
-std::vector<index_t> col_unit_blocks(const AttentionMask& mask, const cpu::AttentionProblem<T>& p) {
+std::vector<index_t> col_unit_blocks(const AttentionMask& mask, const kernels::AttentionProblem<T>& p) {
   const index_t bc = p.block_cols, kv_heads = p.heads / p.kv_group;
   std::vector<index_t> ext(static_cast<std::size_t>(p.batch * kv_heads * bc) + 1, 0);
   for (index_t z = 0, u = 0; z < p.batch; ++z)
@@ -213,7 +211,7 @@ std::vector<index_t> col_unit_blocks(const AttentionMask& mask, const cpu::Atten
 /// Runs kernel(prob, workspace, u0, u1) over the units whose stored-block prefix sum is
 /// `ext`, split on threads by stored blocks + 1 per unit.
 template <class T, class Kernel>
-void run_units(const cpu::AttentionKernels<T>& k, const cpu::AttentionProblem<T>& prob, Kernel kernel,
+void run_units(const kernels::AttentionKernels<T>& k, const kernels::AttentionProblem<T>& prob, Kernel kernel,
                const std::vector<index_t>& ext) {
   const auto units = static_cast<index_t>(ext.size()) - 1;
   const double work = static_cast<double>(ext.back()) * static_cast<double>(prob.b * prob.b) *

@@ -1,19 +1,16 @@
 #include "dispatch/dispatch.hpp"
 
-#include <algorithm>
 #include <type_traits>
 
+#include "kernels/cpu/tables.hpp"
+#include "kernels/reference/attention.hpp"
+#include "kernels/reference/products.hpp"
 #include "trnsparse/runtime.hpp"
-
-namespace trnsparse::kernels::cpu {
-
-bool small_block_size(index_t b) { return std::ranges::find(kSmallBlockSizes, b) != std::end(kSmallBlockSizes); }
-
-}  // namespace trnsparse::kernels::cpu
 
 namespace trnsparse::dispatch {
 
 namespace cpu = kernels::cpu;
+namespace reference = kernels::reference;
 
 namespace {
 
@@ -35,13 +32,22 @@ const Table& per_isa() {
   return pick(scalar, avx2, avx512);
 }
 
+/// A CSR table whose missing SDDMM (bf16) is the reference's.
+template <class TA, class TY, kernels::CsrKernels<TA, TY> (*Isa)()>
+kernels::CsrKernels<TA, TY> csr_table() {
+  kernels::CsrKernels<TA, TY> t = Isa();
+  if constexpr (std::is_same_v<TA, TY>)
+    if (!t.sddmm) t.sddmm = &reference::csr_sddmm_rows<TA>;
+  return t;
+}
+
 }  // namespace
 
 template <class TA, class TY>
-const cpu::BsrKernels<TA, TY>& bsr_kernels() {
-  static const cpu::BsrKernels<TA, TY> scalar = cpu::scalar::bsr_kernels<TA, TY>();
-  static const cpu::BsrKernels<TA, TY> avx2 = cpu::avx2::bsr_kernels<TA, TY>();
-  static const cpu::BsrKernels<TA, TY> avx512 = [] {
+const kernels::BsrKernels<TA, TY>& bsr_kernels() {
+  static const kernels::BsrKernels<TA, TY> scalar = cpu::scalar::bsr_kernels<TA, TY>();
+  static const kernels::BsrKernels<TA, TY> avx2 = cpu::avx2::bsr_kernels<TA, TY>();
+  static const kernels::BsrKernels<TA, TY> avx512 = [] {
     if constexpr (std::is_same_v<TA, bf16>)
       if (cpu_features().avx512_bf16) return cpu::avx512bf16::bsr_kernels_bf16<TY>();
     return cpu::avx512::bsr_kernels<TA, TY>();
@@ -50,45 +56,69 @@ const cpu::BsrKernels<TA, TY>& bsr_kernels() {
 }
 
 template <class TA, class TY>
-const cpu::SymmetricKernels<TA, TY>& symmetric_kernels() {
-  return per_isa<cpu::SymmetricKernels<TA, TY>, &cpu::scalar::symmetric_kernels<TA, TY>,
+const kernels::SymmetricKernels<TA, TY>& symmetric_kernels() {
+  return per_isa<kernels::SymmetricKernels<TA, TY>, &cpu::scalar::symmetric_kernels<TA, TY>,
                  &cpu::avx2::symmetric_kernels<TA, TY>, &cpu::avx512::symmetric_kernels<TA, TY>>();
 }
 
+template <class TA, class TY>
+WholeSymmetric<TA, TY> symmetric_whole() {
+  return &reference::symmetric_whole<TA, TY>;
+}
+
 template <class T>
-const cpu::SddmmKernels<T>& sddmm_kernels() {
-  return per_isa<cpu::SddmmKernels<T>, &cpu::scalar::sddmm_kernels<T>, &cpu::avx2::sddmm_kernels<T>,
+const kernels::SddmmKernels<T>& sddmm_kernels() {
+  return per_isa<kernels::SddmmKernels<T>, &cpu::scalar::sddmm_kernels<T>, &cpu::avx2::sddmm_kernels<T>,
                  &cpu::avx512::sddmm_kernels<T>>();
 }
 
 template <class TA, class TY>
-const cpu::CsrKernels<TA, TY>& csr_kernels() {
-  return per_isa<cpu::CsrKernels<TA, TY>, &cpu::scalar::csr_kernels<TA, TY>, &cpu::avx2::csr_kernels<TA, TY>,
-                 &cpu::avx512::csr_kernels<TA, TY>>();
+const kernels::CsrKernels<TA, TY>& csr_kernels() {
+  return per_isa<kernels::CsrKernels<TA, TY>, &csr_table<TA, TY, &cpu::scalar::csr_kernels<TA, TY>>,
+                 &csr_table<TA, TY, &cpu::avx2::csr_kernels<TA, TY>>,
+                 &csr_table<TA, TY, &cpu::avx512::csr_kernels<TA, TY>>>();
 }
 
 template <class T>
-const cpu::CgKernels<T>& cg_kernels() {
-  return per_isa<cpu::CgKernels<T>, &cpu::scalar::cg_kernels<T>, &cpu::avx2::cg_kernels<T>,
+const kernels::CgKernels<T>& cg_kernels() {
+  return per_isa<kernels::CgKernels<T>, &cpu::scalar::cg_kernels<T>, &cpu::avx2::cg_kernels<T>,
                  &cpu::avx512::cg_kernels<T>>();
 }
 
-template const cpu::BsrKernels<float, float>& bsr_kernels<float, float>();
-template const cpu::BsrKernels<double, double>& bsr_kernels<double, double>();
-template const cpu::BsrKernels<bf16, float>& bsr_kernels<bf16, float>();
-template const cpu::BsrKernels<bf16, bf16>& bsr_kernels<bf16, bf16>();
-template const cpu::SymmetricKernels<float, float>& symmetric_kernels<float, float>();
-template const cpu::SymmetricKernels<double, double>& symmetric_kernels<double, double>();
-template const cpu::SymmetricKernels<bf16, float>& symmetric_kernels<bf16, float>();
-template const cpu::SymmetricKernels<bf16, bf16>& symmetric_kernels<bf16, bf16>();
-template const cpu::SddmmKernels<float>& sddmm_kernels<float>();
-template const cpu::SddmmKernels<double>& sddmm_kernels<double>();
-template const cpu::SddmmKernels<bf16>& sddmm_kernels<bf16>();
-template const cpu::CsrKernels<float, float>& csr_kernels<float, float>();
-template const cpu::CsrKernels<double, double>& csr_kernels<double, double>();
-template const cpu::CsrKernels<bf16, float>& csr_kernels<bf16, float>();
-template const cpu::CsrKernels<bf16, bf16>& csr_kernels<bf16, bf16>();
-template const cpu::CgKernels<float>& cg_kernels<float>();
-template const cpu::CgKernels<double>& cg_kernels<double>();
+template <class T>
+const kernels::AttentionKernels<T>& attention_kernels() {
+  if constexpr (std::is_same_v<T, double>) {
+    static const kernels::AttentionKernels<T> portable = reference::attention_kernels<T>();
+    return portable;
+  } else {
+    static const kernels::AttentionKernels<T> scalar = cpu::scalar::attention_kernels<T>();
+    static const kernels::AttentionKernels<T> avx2 = cpu::avx2::attention_kernels<T>();
+    static const kernels::AttentionKernels<T> avx512 = [] {
+      if constexpr (std::is_same_v<T, bf16>)
+        if (cpu_features().avx512_bf16) return cpu::avx512bf16::attention_kernels_bf16();
+      return cpu::avx512::attention_kernels<T>();
+    }();
+    return pick(scalar, avx2, avx512);
+  }
+}
+
+#define TRNSPARSE_INSTANTIATE(TA, TY)                                                         \
+  template const kernels::BsrKernels<TA, TY>& bsr_kernels<TA, TY>();                          \
+  template const kernels::SymmetricKernels<TA, TY>& symmetric_kernels<TA, TY>();              \
+  template WholeSymmetric<TA, TY> symmetric_whole<TA, TY>();                                  \
+  template const kernels::CsrKernels<TA, TY>& csr_kernels<TA, TY>();
+TRNSPARSE_INSTANTIATE(float, float)
+TRNSPARSE_INSTANTIATE(double, double)
+TRNSPARSE_INSTANTIATE(bf16, float)
+TRNSPARSE_INSTANTIATE(bf16, bf16)
+#undef TRNSPARSE_INSTANTIATE
+template const kernels::SddmmKernels<float>& sddmm_kernels<float>();
+template const kernels::SddmmKernels<double>& sddmm_kernels<double>();
+template const kernels::SddmmKernels<bf16>& sddmm_kernels<bf16>();
+template const kernels::CgKernels<float>& cg_kernels<float>();
+template const kernels::CgKernels<double>& cg_kernels<double>();
+template const kernels::AttentionKernels<float>& attention_kernels<float>();
+template const kernels::AttentionKernels<bf16>& attention_kernels<bf16>();
+template const kernels::AttentionKernels<double>& attention_kernels<double>();
 
 }  // namespace trnsparse::dispatch

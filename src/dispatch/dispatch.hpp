@@ -1,20 +1,35 @@
-// Internal: the kernels of the active instruction set (runtime.hpp), chosen per call
-// from tables built once per ISA.
+// Internal: the only code that names a backend. Each function returns the kernels of the
+// active instruction set (runtime.hpp) for the contract of kernels/ (products.hpp, cg.hpp,
+// attention.hpp), from tables built once per ISA; where the CPU backend has no kernel of
+// its own, the entry is the reference backend's.
 #pragma once
 
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/cg.hpp"
+#include "kernels/products.hpp"
 
 namespace trnsparse::dispatch {
 
 template <class TA, class TY>
-const kernels::cpu::BsrKernels<TA, TY>& bsr_kernels();
+const kernels::BsrKernels<TA, TY>& bsr_kernels();
 template <class TA, class TY>
-const kernels::cpu::SymmetricKernels<TA, TY>& symmetric_kernels();
-template <class T>
-const kernels::cpu::SddmmKernels<T>& sddmm_kernels();
+const kernels::SymmetricKernels<TA, TY>& symmetric_kernels();
+/// A block triangle's symmetric product whose block size has no chunked kernels (not in
+/// kSmallBlockSizes): one call on one thread; `work` holds n acc_t<TA> values.
 template <class TA, class TY>
-const kernels::cpu::CsrKernels<TA, TY>& csr_kernels();
+using WholeSymmetric = void (*)(const kernels::SymmetricProduct<TA, TY>&, acc_t<TA>* work) noexcept;
+template <class TA, class TY>
+WholeSymmetric<TA, TY> symmetric_whole();
 template <class T>
-const kernels::cpu::CgKernels<T>& cg_kernels();
+const kernels::SddmmKernels<T>& sddmm_kernels();
+/// For TA = TY, CsrKernels::sddmm is set for every value type (bf16: the reference's).
+template <class TA, class TY>
+const kernels::CsrKernels<TA, TY>& csr_kernels();
+template <class T>
+const kernels::CgKernels<T>& cg_kernels();
+/// fp32 and bf16: the active ISA's (bf16 with AVX512-BF16: the vdpbf16ps kernels);
+/// double: the reference kernels on every ISA.
+template <class T>
+const kernels::AttentionKernels<T>& attention_kernels();
 
 }  // namespace trnsparse::dispatch

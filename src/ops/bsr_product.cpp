@@ -1,7 +1,6 @@
 // BSR products through a plan: validate, pick the ISA's kernels, split the output block
 // rows over threads by the plan, pack B once, compute (ops/run.hpp).
 #include "dispatch/dispatch.hpp"
-#include "kernels/reference/products.hpp"
 #include "runtime/checks.hpp"
 #include "ops/run.hpp"
 #include "ops/symmetric.hpp"
@@ -10,8 +9,6 @@
 namespace trnsparse {
 
 namespace {
-
-namespace cpu = kernels::cpu;
 
 template <class TA>
 void check_structure(const BsrPlan& plan, const BsrMatrix<TA>& A, const char* who) {
@@ -29,11 +26,26 @@ void BsrPlan::spmm(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std:
   detail::check_no_alias(A.blocks().data(), A.blocks().size_bytes(), C.data, detail::span_bytes(C), "spmm", "A", "C");
   const BsrStructure& s = *structure_;
   if (C.rows == 0 || C.cols == 0) return;
-  const cpu::BsrProduct<TA, TY> prod{s.block_size(), s.rows(), s.cols(), s.block_cols(), B.cols,
-                                     s.block_row_ptr().data(), s.block_col_indices().data(), compact_indices(false),
-                                     nullptr, false,
-                                     A.blocks().data(), static_cast<index_t>(A.blocks().size()), nullptr, nullptr, alpha,
-                                     beta, B.data, B.ld, C.data, C.ld};
+  const kernels::BsrProduct<TA, TY> prod{.b = s.block_size(),
+                                         .out_rows = s.rows(),
+                                         .in_rows = s.cols(),
+                                         .in_block_rows = s.block_cols(),
+                                         .width = B.cols,
+                                         .ptr = s.block_row_ptr().data(),
+                                         .idx = s.block_col_indices().data(),
+                                         .idx32 = compact_indices(false),
+                                         .perm = nullptr,
+                                         .trans_a = false,
+                                         .blocks = A.blocks().data(),
+                                         .stored = static_cast<index_t>(A.blocks().size()),
+                                         .block_at = nullptr,
+                                         .packs = nullptr,
+                                         .alpha = alpha,
+                                         .beta = beta,
+                                         .B = B.data,
+                                         .ldb = B.ld,
+                                         .C = C.data,
+                                         .ldc = C.ld};
   const int parts = detail::parts_for(s.block_rows(), detail::block_ns(s, B.cols));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_cols(), row_split(parts),
                           row_split(detail::pieces_for(parts)));
@@ -49,17 +61,33 @@ void BsrPlan::spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView
   const BsrStructure& s = *structure_;
   if (C.rows == 0 || C.cols == 0) return;
   const BscView& t = transposed();
-  const cpu::BsrProduct<TA, TY> prod{s.block_size(), s.cols(), s.rows(), s.block_rows(), B.cols,
-                                     t.col_ptr.data(), t.row_idx.data(), compact_indices(true), t.perm.data(), true,
-                                     A.blocks().data(), static_cast<index_t>(A.blocks().size()), nullptr, nullptr, alpha,
-                                     beta, B.data, B.ld, C.data, C.ld};
+  const kernels::BsrProduct<TA, TY> prod{.b = s.block_size(),
+                                         .out_rows = s.cols(),
+                                         .in_rows = s.rows(),
+                                         .in_block_rows = s.block_rows(),
+                                         .width = B.cols,
+                                         .ptr = t.col_ptr.data(),
+                                         .idx = t.row_idx.data(),
+                                         .idx32 = compact_indices(true),
+                                         .perm = t.perm.data(),
+                                         .trans_a = true,
+                                         .blocks = A.blocks().data(),
+                                         .stored = static_cast<index_t>(A.blocks().size()),
+                                         .block_at = nullptr,
+                                         .packs = nullptr,
+                                         .alpha = alpha,
+                                         .beta = beta,
+                                         .B = B.data,
+                                         .ldb = B.ld,
+                                         .C = C.data,
+                                         .ldc = C.ld};
   const int parts = detail::parts_for(s.block_cols(), detail::block_ns(s, B.cols));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_rows(), col_split(parts),
                           col_split(detail::pieces_for(parts)));
 }
 
-/// The symmetric kernels (symmetric_tile.inc) for kSmallBlockSizes, chunks in parallel;
-/// other block sizes the reference kernel, on one thread.
+/// The chunked symmetric kernels for kSmallBlockSizes, chunks in parallel; other block
+/// sizes in one call on one thread (dispatch::symmetric_whole).
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void BsrPlan::spmv_symmetric(acc_t<TA> alpha, const BsrMatrix<TA>& A, Triangle uplo,
                              std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta, std::span<TY> y) const {
@@ -75,16 +103,24 @@ void BsrPlan::spmv_symmetric(acc_t<TA> alpha, const BsrMatrix<TA>& A, Triangle u
   detail::check_triangle(s, uplo, true);
   const index_t n = A.rows(), b = st.block_size();
   if (n == 0) return;
-  if (!cpu::small_block_size(b)) {
-    const kernels::reference::BsrArrays arrays{n, n, b, st.block_rows(), st.block_row_ptr().data(),
-                                               st.block_col_indices().data()};
+  const kernels::SymmetricProduct<TA, TY> prod{.ptr = st.block_row_ptr().data(),
+                                               .idx = st.block_col_indices().data(),
+                                               .idx32 = compact_indices(false),
+                                               .values = A.blocks().data(),
+                                               .upper = upper,
+                                               .alpha = alpha,
+                                               .beta = beta,
+                                               .x = x.data(),
+                                               .y = y.data(),
+                                               .out = nullptr,
+                                               .window = nullptr,
+                                               .b = b,
+                                               .n = n};
+  if (!kernels::small_block_size(b)) {
     auto* work = reinterpret_cast<acc_t<TA>*>(detail::thread_workspace(sizeof(acc_t<TA>) * static_cast<std::size_t>(n)));
-    kernels::reference::bsr_spmv_symmetric(arrays, A.blocks().data(), upper, alpha, x.data(), beta, y.data(), work);
+    dispatch::symmetric_whole<TA, TY>()(prod, work);
     return;
   }
-  const cpu::SymmetricProduct<TA, TY> prod{st.block_row_ptr().data(), st.block_col_indices().data(),
-                                           compact_indices(false), A.blocks().data(), upper, alpha, beta, x.data(),
-                                           y.data(), nullptr, nullptr, b, n};
   detail::run_symmetric(prod, s, static_cast<double>(A.blocks().size()), nullptr);
 }
 

@@ -1,6 +1,5 @@
 // Sampled products (SDDMM), transposed products and the gradients of the products.
 #include "dispatch/dispatch.hpp"
-#include "kernels/reference/products.hpp"
 #include "ops/run.hpp"
 #include "runtime/parallel.hpp"
 #include "runtime/checks.hpp"
@@ -39,9 +38,20 @@ void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
   check_sampled<T>(out.rows(), out.cols(), X, Y, out.blocks());
   const auto p = plan(out);
   const BsrStructure& s = out.structure();
-  const kernels::cpu::BsrSampled<T> prob{s.block_size(), s.rows(), s.cols(), s.block_cols(), X.cols,
-                                         s.block_row_ptr().data(), s.block_col_indices().data(), alpha, beta,
-                                         X.data, X.ld, Y.data, Y.ld, out.blocks().data()};
+  const kernels::BsrSampled<T> prob{.b = s.block_size(),
+                                    .rows = s.rows(),
+                                    .cols = s.cols(),
+                                    .block_cols = s.block_cols(),
+                                    .width = X.cols,
+                                    .ptr = s.block_row_ptr().data(),
+                                    .idx = s.block_col_indices().data(),
+                                    .alpha = alpha,
+                                    .beta = beta,
+                                    .X = X.data,
+                                    .ldx = X.ld,
+                                    .Y = Y.data,
+                                    .ldy = Y.ld,
+                                    .blocks = out.blocks().data()};
   const int parts = detail::parts_for(s.block_rows(), detail::block_ns(s, X.cols));
   detail::run_packed(dispatch::sddmm_kernels<T>(), prob, s.block_cols(), parts, p->row_split(detail::pieces_for(parts)));
 }
@@ -50,20 +60,25 @@ template <Value T>
 void sampled_matmul(acc_t<T> alpha, DenseView<const std::type_identity_t<T>> X,
                     DenseView<const std::type_identity_t<T>> Y, acc_t<T> beta, CsrMatrix<T>& out) {
   check_sampled<T>(out.rows(), out.cols(), X, Y, out.values());
-  if constexpr (std::is_same_v<T, bf16>) {
-    kernels::reference::csr_sddmm(out.rows(), X.cols, out.row_ptr().data(), out.col_indices().data(),
-                                  out.values().data(), alpha, X.data, X.ld, Y.data, Y.ld, beta);
-  } else {
-    const kernels::cpu::CsrProduct<T, T> shape{X.cols, out.cols(), out.row_ptr().data(), out.col_indices().data(),
-                                               nullptr, nullptr, alpha, beta, nullptr, 0, nullptr, 0};
-    const auto& kernel = dispatch::csr_kernels<T, T>();
-    const int parts =
-        detail::parts_for(out.rows(), detail::work_ns(detail::Work::csr, static_cast<double>(out.nnz()) * static_cast<double>(X.cols), X.cols));
-    const auto pieces = detail::balanced_split(out.row_ptr(), detail::pieces_for(parts));
-    detail::parallel_for(parts, static_cast<index_t>(pieces.size()) - 1, [&](int, index_t i) {
-      kernel.sddmm(shape, X.data, X.ld, Y.data, Y.ld, out.values().data(), pieces[i], pieces[i + 1]);
-    });
-  }
+  const kernels::CsrProduct<T, T> shape{.width = X.cols,
+                                        .in_rows = out.cols(),
+                                        .ptr = out.row_ptr().data(),
+                                        .idx = out.col_indices().data(),
+                                        .idx32 = nullptr,
+                                        .values = nullptr,
+                                        .alpha = alpha,
+                                        .beta = beta,
+                                        .B = nullptr,
+                                        .ldb = 0,
+                                        .C = nullptr,
+                                        .ldc = 0};
+  const auto& kernel = dispatch::csr_kernels<T, T>();
+  const double madds = static_cast<double>(out.nnz()) * static_cast<double>(X.cols);
+  const int parts = detail::parts_for(out.rows(), detail::work_ns(detail::Work::csr, madds, X.cols));
+  const auto pieces = detail::balanced_split(out.row_ptr(), detail::pieces_for(parts));
+  detail::parallel_for(parts, static_cast<index_t>(pieces.size()) - 1, [&](int, index_t i) {
+    kernel.sddmm(shape, X.data, X.ld, Y.data, Y.ld, out.values().data(), pieces[i], pieces[i + 1]);
+  });
 }
 
 template <Value TA, class TY> requires OutputFor<TA, TY>

@@ -30,7 +30,18 @@ void csr_product(acc_t<TA> alpha, index_t m, index_t n, std::span<const index_t>
                  acc_t<TA> beta, TY* C, index_t ldc) {
   detail::check_no_alias(values.data(), values.size_bytes(), C, detail::span_bytes(DenseView<TY>(C, m, k, ldc)),
                          "spmm", "A", "C");
-  const kernels::cpu::CsrProduct<TA, TY> prod{k, n, ptr.data(), idx, idx32, values.data(), alpha, beta, B, ldb, C, ldc};
+  const kernels::CsrProduct<TA, TY> prod{.width = k,
+                                         .in_rows = n,
+                                         .ptr = ptr.data(),
+                                         .idx = idx,
+                                         .idx32 = idx32,
+                                         .values = values.data(),
+                                         .alpha = alpha,
+                                         .beta = beta,
+                                         .B = B,
+                                         .ldb = ldb,
+                                         .C = C,
+                                         .ldc = ldc};
   const auto& kernel = dispatch::csr_kernels<TA, TY>();
   const int parts =
       detail::parts_for(m, detail::work_ns(detail::Work::csr, static_cast<double>(values.size()) * static_cast<double>(k), k));
@@ -113,9 +124,19 @@ void symmetric_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, s
   const auto col = A.col_indices();
   const detail::SymmetricChunks& s = detail::analyses(A).symmetric(A.rows(), ptr, col, uplo);
   detail::check_triangle(s, uplo, false);
-  const kernels::cpu::SymmetricProduct<TA, TY> prod{ptr.data(), col.data(), detail::analyses(A).compact(A.cols(), col),
-                                                    A.values().data(), uplo == Triangle::upper, alpha, beta, x.data(),
-                                                    y.data(), nullptr, nullptr, 1, A.rows()};
+  const kernels::SymmetricProduct<TA, TY> prod{.ptr = ptr.data(),
+                                               .idx = col.data(),
+                                               .idx32 = detail::analyses(A).compact(A.cols(), col),
+                                               .values = A.values().data(),
+                                               .upper = uplo == Triangle::upper,
+                                               .alpha = alpha,
+                                               .beta = beta,
+                                               .x = x.data(),
+                                               .y = y.data(),
+                                               .out = nullptr,
+                                               .window = nullptr,
+                                               .b = 1,
+                                               .n = A.rows()};
   detail::run_symmetric(prod, s, static_cast<double>(A.nnz()), dot);
 }
 
@@ -138,9 +159,9 @@ double detail::spmv_symmetric_dot(const CsrMatrix<T>& A, Triangle uplo, std::spa
   std::vector<double> lanes;
   symmetric_product(acc_t<T>(1), A, uplo, x, acc_t<T>(0), y, &lanes);
   double total = 0.0;
-  for (std::size_t c = 0; c < lanes.size(); c += kernels::cpu::kCgLanes) {
+  for (std::size_t c = 0; c < lanes.size(); c += kernels::kCgLanes) {
     double chunk = 0.0;
-    for (index_t l = 0; l < kernels::cpu::kCgLanes; ++l) chunk += lanes[c + static_cast<std::size_t>(l)];
+    for (index_t l = 0; l < kernels::kCgLanes; ++l) chunk += lanes[c + static_cast<std::size_t>(l)];
     total += chunk;
   }
   return total;

@@ -155,9 +155,26 @@ void screened_product(const BsrMatrix<T>& A, const Screen& sc, DenseView<const T
       masked_copy(A.block(sc.kept_pos[m.k]).data(), masked + i * b * b, b, m.bi, sc.kept_idx[m.k], sc);
     }
   });
-  const kernels::cpu::BsrProduct<T, T> prod{b,       st.rows(),     st.cols(),  st.block_cols(), B.cols,
-                                            sc.kept_ptr.data(), sc.kept_idx.data(), nullptr, nullptr, false, nullptr, 0,
-                                            at.data(), packs.data(), T(1), T(0), B.data, B.ld, C.data, C.ld};
+  const kernels::BsrProduct<T, T> prod{.b = b,
+                                       .out_rows = st.rows(),
+                                       .in_rows = st.cols(),
+                                       .in_block_rows = st.block_cols(),
+                                       .width = B.cols,
+                                       .ptr = sc.kept_ptr.data(),
+                                       .idx = sc.kept_idx.data(),
+                                       .idx32 = nullptr,
+                                       .perm = nullptr,
+                                       .trans_a = false,
+                                       .blocks = nullptr,
+                                       .stored = 0,
+                                       .block_at = at.data(),
+                                       .packs = packs.data(),
+                                       .alpha = T(1),
+                                       .beta = T(0),
+                                       .B = B.data,
+                                       .ldb = B.ld,
+                                       .C = C.data,
+                                       .ldc = C.ld};
   const double work = static_cast<double>(kept) * static_cast<double>(b * b) * static_cast<double>(B.cols);
   const int parts = detail::parts_for(st.block_rows(), detail::work_ns(detail::Work::tiles, work, B.cols));
   detail::run_bsr_product(dispatch::bsr_kernels<T, T>(), prod, st.block_cols(), detail::balanced_split(sc.kept_ptr, parts),

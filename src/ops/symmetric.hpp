@@ -30,17 +30,17 @@ inline void check_triangle(const SymmetricChunks& s, Triangle uplo, bool block) 
 /// the thread count. With `dot` not null (CSR only), also x_i * y_i summed per chunk into
 /// the chunk's kCgLanes lanes of `dot` (chunks * lanes values).
 template <class TA, class TY>
-void run_symmetric(kernels::cpu::SymmetricProduct<TA, TY> prod, const SymmetricChunks& s, double work,
+void run_symmetric(kernels::SymmetricProduct<TA, TY> prod, const SymmetricChunks& s, double work,
                    std::vector<double>* dot) {
   using Acc = acc_t<TA>;
   constexpr bool direct = std::is_same_v<TY, Acc>;  // accumulate in y itself
   const index_t chunks = s.chunks();
-  constexpr index_t lanes = kernels::cpu::kCgLanes;
+  constexpr index_t lanes = kernels::kCgLanes;
   if (dot) dot->assign(static_cast<std::size_t>(chunks * lanes), 0.0);
   const int parts = parts_for(chunks, work_ns(prod.b == 1 ? Work::csr : Work::small_blocks, work));
   const auto bytes = [](index_t elements) { return round_to_line(sizeof(Acc) * static_cast<std::size_t>(elements)); };
   const std::size_t window_bytes = bytes(s.window_total() * prod.b), out_bytes = direct ? 0 : bytes(prod.n);
-  const std::size_t local_bytes = bytes(s.max_span * kernels::cpu::symmetric_row_lanes(prod.b));
+  const std::size_t local_bytes = bytes(s.max_span * kernels::symmetric_row_lanes(prod.b));
   std::byte* mem = thread_workspace(window_bytes + out_bytes + static_cast<std::size_t>(parts) * local_bytes);
   prod.window = reinterpret_cast<Acc*>(mem);
   prod.out = direct ? reinterpret_cast<Acc*>(prod.y) : reinterpret_cast<Acc*>(mem + window_bytes);

@@ -7,7 +7,7 @@
 #include <list>
 #include <unordered_map>
 
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/products.hpp"
 #include "plan/csr_analysis.hpp"
 #include "plan/pattern.hpp"
 #include "runtime/parallel.hpp"
@@ -20,7 +20,7 @@ namespace {
 
 /// Whether the small-block kernels read 32-bit copies of a structure's indices.
 bool wants_compact(const BsrStructure& s) {
-  return kernels::cpu::small_block_size(s.block_size()) && std::max(s.block_rows(), s.block_cols()) <= index_t{INT32_MAX};
+  return kernels::small_block_size(s.block_size()) && std::max(s.block_rows(), s.block_cols()) <= index_t{INT32_MAX};
 }
 
 std::vector<std::int32_t> narrowed(std::span<const index_t> idx) {

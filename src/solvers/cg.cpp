@@ -34,9 +34,9 @@ namespace {
 
 using solvers::ChunkedSums;
 using solvers::for_rows;
-using Block = kernels::cpu::CgBlock<double>;  // lane_slot does not depend on T
+using Block = kernels::CgBlock<double>;  // lane_slot does not depend on T
 
-/// The lane layout the CG kernels use for k columns (kernels::cpu::CgBlock::lane_slot).
+/// The lane layout the CG kernels use for k columns (kernels::CgBlock::lane_slot).
 solvers::LaneLayout layout_for(index_t k) {
   return k == 1 ? solvers::LaneLayout::by_reduction : solvers::LaneLayout::by_lane;
 }
@@ -46,24 +46,24 @@ solvers::LaneLayout layout_for(index_t k) {
 /// (so that column j of a block solve sums as its single solve does); `columns` is 2n
 /// scratch values for k > 1.
 template <SolverValue T>
-void apply_dot(const LinearOperator<T>& A, const kernels::cpu::CgBlock<T>& c, T* Q, index_t n, ChunkedSums& pq,
+void apply_dot(const LinearOperator<T>& A, const kernels::CgBlock<T>& c, T* Q, index_t n, ChunkedSums& pq,
                std::vector<double>& pAp, std::vector<T>& columns) {
   const auto& passes = dispatch::cg_kernels<T>();
   const index_t k = c.k;
   const double elements = static_cast<double>(n) * static_cast<double>(k);
   if (const CsrMatrix<T>* csr = A.csr()) {
-    const kernels::cpu::CsrProduct<T, T> prod{k,
-                                              csr->cols(),
-                                              csr->row_ptr().data(),
-                                              csr->col_indices().data(),
-                                              detail::analyses(*csr).compact(csr->cols(), csr->col_indices()),
-                                              csr->values().data(),
-                                              T(1),
-                                              T(0),
-                                              c.p,
-                                              k,
-                                              Q,
-                                              k};
+    const kernels::CsrProduct<T, T> prod{.width = k,
+                                         .in_rows = csr->cols(),
+                                         .ptr = csr->row_ptr().data(),
+                                         .idx = csr->col_indices().data(),
+                                         .idx32 = detail::analyses(*csr).compact(csr->cols(), csr->col_indices()),
+                                         .values = csr->values().data(),
+                                         .alpha = T(1),
+                                         .beta = T(0),
+                                         .B = c.p,
+                                         .ldb = k,
+                                         .C = Q,
+                                         .ldc = k};
     const auto& kernel = dispatch::csr_kernels<T, T>();
     pq.run(detail::work_ns(detail::Work::csr, static_cast<double>(csr->nnz()) * static_cast<double>(k), k) +
                detail::work_ns(detail::Work::stream, elements),
@@ -182,8 +182,15 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   }
 
   const auto& passes = dispatch::cg_kernels<T>();
-  const kernels::cpu::CgBlock<T> c{k,      X, R.data(), P.data(), Q.data(), minv, active.data(), alpha_t.data(),
-                                   beta_t.data()};
+  const kernels::CgBlock<T> c{.k = k,
+                              .x = X,
+                              .r = R.data(),
+                              .p = P.data(),
+                              .q = Q.data(),
+                              .minv = minv,
+                              .live = active.data(),
+                              .alpha = alpha_t.data(),
+                              .beta = beta_t.data()};
   ChunkedSums pq(n, k, layout_for(k)), update(n, 2 * k, layout_for(k));
   std::vector<double> pAp(static_cast<std::size_t>(k));
   std::vector<T> columns;  // apply_dot's scratch for a stored triangle with k > 1

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/cg.hpp"
 #include "ops/run.hpp"
 #include "runtime/checks.hpp"
 #include "trnsparse/types.hpp"
@@ -22,7 +22,7 @@
 namespace trnsparse::solvers {
 
 inline constexpr index_t kChunkRows = 4096;
-inline constexpr index_t kLanes = kernels::cpu::kCgLanes;  // the CG kernels' lanes
+inline constexpr index_t kLanes = kernels::kCgLanes;  // the CG kernels' lanes
 
 /// Where lane l of reduction j sits among a chunk's m * kLanes slots. A body that walks
 /// a row's reductions in its inner loop (block CG's k columns) wants them contiguous

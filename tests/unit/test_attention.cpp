@@ -9,7 +9,8 @@
 #include <numeric>
 #include <vector>
 
-#include "dispatch/attention.hpp"
+#include "dispatch/dispatch.hpp"
+#include "kernels/cpu/tables.hpp"
 #include "kernels/reference/attention.hpp"
 #include "support.hpp"
 #include "trnsparse/attention.hpp"
@@ -583,8 +584,8 @@ void expect_kernels_match_reference(Rng& rng, const AttentionMask& mk, index_t b
   const BsrStructure& s = mk.structure();
   const auto& bsc = plan(mk.structure_ptr())->transposed();
   // Forward and backward of x with the kernels of `table`, all units on this thread.
-  auto run = [&](const kernels::cpu::AttentionKernels<T>& table, Problem<T>& x) {
-    kernels::cpu::AttentionProblem<T> k{};
+  auto run = [&](const kernels::AttentionKernels<T>& table, Problem<T>& x) {
+    kernels::AttentionProblem<T> k{};
     k.b = s.block_size();
     k.queries = k.keys = n;
     k.block_rows = k.block_cols = mk.block_rows();

@@ -626,22 +626,41 @@ TYPED_TEST(KernelCompactIndices, SameBitsAsTheWideIndices) {
         for (const bool use_compact : {false, true}) {
           Dense<T>& C = use_compact ? compact : wide;
           const std::int32_t* idx32 = use_compact ? narrow.data() : nullptr;
-          const kernels::cpu::CsrProduct<T, T> prod{width, n, U.row_ptr().data(), U.col_indices().data(), idx32,
-                                                    U.values().data(), T(-1.5), T(0.5), B.values().data(), width,
-                                                    C.values().data(), width};
+          const kernels::CsrProduct<T, T> prod{.width = width,
+                                               .in_rows = n,
+                                               .ptr = U.row_ptr().data(),
+                                               .idx = U.col_indices().data(),
+                                               .idx32 = idx32,
+                                               .values = U.values().data(),
+                                               .alpha = T(-1.5),
+                                               .beta = T(0.5),
+                                               .B = B.values().data(),
+                                               .ldb = width,
+                                               .C = C.values().data(),
+                                               .ldc = width};
           csr.spmm(prod, 0, n);
           if (width > 1) continue;
           std::vector<T> window(static_cast<std::size_t>(s.window_total())), buffer(static_cast<std::size_t>(s.max_span));
           std::vector<T> y(C.values().begin(), C.values().end());
-          const kernels::cpu::SymmetricProduct<T, T> sp{U.row_ptr().data(), U.col_indices().data(), idx32,
-                                                        U.values().data(), upper, T(2), T(-1), B.values().data(),
-                                                        y.data(), y.data(), window.data(), 1, n};
+          const kernels::SymmetricProduct<T, T> sp{.ptr = U.row_ptr().data(),
+                                                   .idx = U.col_indices().data(),
+                                                   .idx32 = idx32,
+                                                   .values = U.values().data(),
+                                                   .upper = upper,
+                                                   .alpha = T(2),
+                                                   .beta = T(-1),
+                                                   .x = B.values().data(),
+                                                   .y = y.data(),
+                                                   .out = y.data(),
+                                                   .window = window.data(),
+                                                   .b = 1,
+                                                   .n = n};
           std::vector<double>& dot = dots[use_compact];
-          dot.assign(static_cast<std::size_t>(s.chunks() * kernels::cpu::kCgLanes), 0.0);
+          dot.assign(static_cast<std::size_t>(s.chunks() * kernels::kCgLanes), 0.0);
           for (index_t c = 0; c < s.chunks(); ++c)
-            sym.local(sp, s, c, buffer.data(), dot.data() + c * kernels::cpu::kCgLanes);
+            sym.local(sp, s, c, buffer.data(), dot.data() + c * kernels::kCgLanes);
           for (index_t c = 0; c < s.chunks(); ++c)
-            sym.combine(sp, s, c, dot.data() + c * kernels::cpu::kCgLanes);
+            sym.combine(sp, s, c, dot.data() + c * kernels::kCgLanes);
           std::copy(y.begin(), y.end(), C.values().begin());
           // Every row's x_i y_i term once: the lanes add up to xᵀy (fp64 sums of fp64
           // products of T values, reordered: relative error within n ulp).

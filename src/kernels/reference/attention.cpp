@@ -9,9 +9,7 @@
 
 namespace trnsparse::kernels::reference {
 
-using cpu::AttentionProblem;
-using cpu::HeadOperand;
-#include "kernels/cpu/attention_slices.inc"
+#include "kernels/attention_slices.inc"
 
 namespace {
 
@@ -19,7 +17,7 @@ using attention_slices::slice_at;
 
 /// Whether element (r, c) of stored block q is allowed.
 template <class T>
-bool allowed(const cpu::AttentionProblem<T>& p, index_t q, index_t r, index_t c) noexcept {
+bool allowed(const AttentionProblem<T>& p, index_t q, index_t r, index_t c) noexcept {
   const index_t k = p.partial[q];
   return k < 0 || p.masks[k * p.b * p.b + r * p.b + c] != 0;
 }
@@ -34,7 +32,7 @@ acc_t<T> dot(const T* x, const T* y, index_t n) noexcept {
 /// The modified score of query i and key j of query head h from q · k, and its
 /// derivative with respect to q · k · scale: ALiBi, then soft-capping.
 template <class T>
-std::pair<acc_t<T>, acc_t<T>> score(const cpu::AttentionProblem<T>& p, index_t h, index_t i, index_t j,
+std::pair<acc_t<T>, acc_t<T>> score(const AttentionProblem<T>& p, index_t h, index_t i, index_t j,
                                     acc_t<T> qk) noexcept {
   using A = acc_t<T>;
   A s = p.scale * qk;
@@ -49,7 +47,7 @@ std::pair<acc_t<T>, acc_t<T>> score(const cpu::AttentionProblem<T>& p, index_t h
 /// Calls f(j) for every allowed key j of query row i = bi * b + r of mask slice m, in
 /// block order then key order.
 template <class T, class F>
-void for_each_key(const cpu::AttentionProblem<T>& p, index_t m, index_t bi, index_t r, F&& f) noexcept {
+void for_each_key(const AttentionProblem<T>& p, index_t m, index_t bi, index_t r, F&& f) noexcept {
   const index_t row = m * p.block_rows + bi;
   for (index_t q = p.ptr[row]; q < p.ptr[row + 1]; ++q) {
     const index_t j0 = (p.idx[q] - m * p.block_cols) * p.b;
@@ -60,13 +58,13 @@ void for_each_key(const cpu::AttentionProblem<T>& p, index_t m, index_t bi, inde
 }
 
 template <class T>
-std::size_t workspace_bytes(const cpu::AttentionProblem<T>& p) {
+std::size_t workspace_bytes(const AttentionProblem<T>& p) {
   return static_cast<std::size_t>(2 * p.b * p.dim) * sizeof(acc_t<T>);
 }
 
 /// O and (if p.lse) lse of the query rows of units [u0, u1), u = (z heads + h) block_rows + I.
 template <class T>
-void forward(const cpu::AttentionProblem<T>& p, void* workspace, index_t u0, index_t u1) {
+void forward(const AttentionProblem<T>& p, void* workspace, index_t u0, index_t u1) {
   using A = acc_t<T>;
   const index_t d = p.dim;
   A* acc = static_cast<A*>(workspace);
@@ -96,7 +94,7 @@ void forward(const cpu::AttentionProblem<T>& p, void* workspace, index_t u0, ind
 
 /// dQ of the query rows of units [u0, u1), u = (z heads + h) block_rows + I.
 template <class T>
-void backward_dq(const cpu::AttentionProblem<T>& p, void* workspace, index_t u0, index_t u1) {
+void backward_dq(const AttentionProblem<T>& p, void* workspace, index_t u0, index_t u1) {
   using A = acc_t<T>;
   const index_t d = p.dim;
   A* dq = static_cast<A*>(workspace);
@@ -128,7 +126,7 @@ void backward_dq(const cpu::AttentionProblem<T>& p, void* workspace, index_t u0,
 /// each query head of k's group in order, the stored blocks of block column J of its mask
 /// slice in BSC order, their query rows in ascending order.
 template <class T>
-void backward_dkv(const cpu::AttentionProblem<T>& p, void* workspace, index_t u0, index_t u1) {
+void backward_dkv(const AttentionProblem<T>& p, void* workspace, index_t u0, index_t u1) {
   using A = acc_t<T>;
   const index_t d = p.dim, kv_heads = p.heads / p.kv_group;
   A* dk = static_cast<A*>(workspace);  // (b, d)
@@ -173,12 +171,12 @@ void backward_dkv(const cpu::AttentionProblem<T>& p, void* workspace, index_t u0
 }  // namespace
 
 template <class T>
-cpu::AttentionKernels<T> attention_kernels() {
+AttentionKernels<T> attention_kernels() {
   return {&workspace_bytes<T>, &forward<T>, &backward_dq<T>, &backward_dkv<T>};
 }
 
-template cpu::AttentionKernels<float> attention_kernels<float>();
-template cpu::AttentionKernels<bf16> attention_kernels<bf16>();
-template cpu::AttentionKernels<double> attention_kernels<double>();
+template AttentionKernels<float> attention_kernels<float>();
+template AttentionKernels<bf16> attention_kernels<bf16>();
+template AttentionKernels<double> attention_kernels<double>();
 
 }  // namespace trnsparse::kernels::reference

@@ -17,13 +17,13 @@
 // Kernels receive validated, non-aliasing arguments; they allocate nothing, never throw.
 #pragma once
 
-#include "kernels/cpu/attention.hpp"
+#include "kernels/attention.hpp"
 
 namespace trnsparse::kernels::reference {
 
 /// The reference kernels as a table (T = float, bf16 or double); the workspace holds
 /// 2 * b * dim values of acc_t<T>.
 template <class T>
-cpu::AttentionKernels<T> attention_kernels();
+AttentionKernels<T> attention_kernels();
 
 }  // namespace trnsparse::kernels::reference

@@ -133,6 +133,19 @@ void bsr_spmv_symmetric(const BsrArrays& A, const TA* blocks, bool upper, acc_t<
   for (index_t i = 0; i < n; ++i) store(y[i], alpha, work[i], beta);
 }
 
+template <Value T>
+void csr_sddmm_rows(const CsrProduct<T, T>& shape, const T* X, index_t ldx, const T* Y, index_t ldy, T* vals,
+                    index_t r0, index_t r1) noexcept {
+  csr_sddmm(r1 - r0, shape.width, shape.ptr + r0, shape.idx, vals, shape.alpha, X + r0 * ldx, ldx, Y, ldy,
+            shape.beta);
+}
+
+template <Value TA, class TY>
+void symmetric_whole(const SymmetricProduct<TA, TY>& p, acc_t<TA>* work) noexcept {
+  const BsrArrays arrays{p.n, p.n, p.b, (p.n + p.b - 1) / p.b, p.ptr, p.idx};
+  bsr_spmv_symmetric(arrays, p.values, p.upper, p.alpha, p.x, p.beta, p.y, work);
+}
+
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                                           \
   template void bsr_spmv_symmetric<TA, TY>(const BsrArrays&, const TA*, bool, acc_t<TA>, const TA*, acc_t<TA>,  \
                                            TY*, acc_t<TA>*) noexcept;                                          \
@@ -143,7 +156,8 @@ void bsr_spmv_symmetric(const BsrArrays& A, const TA* blocks, bool upper, acc_t<
   template void csr_spmv_symmetric<TA, TY>(index_t, const index_t*, const index_t*, const TA*, acc_t<TA>,         \
                                            const TA*, acc_t<TA>, TY*, acc_t<TA>*) noexcept;         \
   template void bsr_spmm_transposed<TA, TY>(const BsrArrays&, const TA*, index_t, acc_t<TA>, const TA*, index_t,  \
-                                            acc_t<TA>, TY*, index_t, acc_t<TA>*) noexcept;
+                                            acc_t<TA>, TY*, index_t, acc_t<TA>*) noexcept;       \
+  template void symmetric_whole<TA, TY>(const SymmetricProduct<TA, TY>&, acc_t<TA>*) noexcept;
 TRNSPARSE_INSTANTIATE(float, float)
 TRNSPARSE_INSTANTIATE(double, double)
 TRNSPARSE_INSTANTIATE(bf16, float)
@@ -154,7 +168,9 @@ TRNSPARSE_INSTANTIATE(bf16, bf16)
   template void bsr_sddmm<T>(const BsrArrays&, T*, index_t, acc_t<T>, const T*, index_t, const T*, index_t,        \
                              acc_t<T>) noexcept;                                                                    \
   template void csr_sddmm<T>(index_t, index_t, const index_t*, const index_t*, T*, acc_t<T>, const T*, index_t,     \
-                             const T*, index_t, acc_t<T>) noexcept;
+                             const T*, index_t, acc_t<T>) noexcept;                                         \
+  template void csr_sddmm_rows<T>(const CsrProduct<T, T>&, const T*, index_t, const T*, index_t, T*, index_t,      \
+                                  index_t) noexcept;
 TRNSPARSE_INSTANTIATE(float)
 TRNSPARSE_INSTANTIATE(double)
 TRNSPARSE_INSTANTIATE(bf16)

@@ -6,6 +6,7 @@
 // throw. Dense operands are row-major with leading dimensions ldb / ldc.
 #pragma once
 
+#include "kernels/products.hpp"
 #include "trnsparse/types.hpp"
 
 namespace trnsparse::kernels::reference {
@@ -64,5 +65,18 @@ void csr_spmv_symmetric(index_t n, const index_t* row_ptr, const index_t* col_id
 template <Value TA, class TY>
 void bsr_spmv_symmetric(const BsrArrays& A, const TA* blocks, bool upper, acc_t<TA> alpha, const TA* x,
                         acc_t<TA> beta, TY* y, acc_t<TA>* work) noexcept;
+
+// The reference kernels in the contract's shapes (kernels/products.hpp), the entries
+// dispatch fills where the CPU backend has no kernel of its own.
+
+/// CsrKernels::sddmm over rows [r0, r1), for any T (the CPU tables have float and double).
+template <Value T>
+void csr_sddmm_rows(const CsrProduct<T, T>& shape, const T* X, index_t ldx, const T* Y, index_t ldy, T* vals,
+                    index_t r0, index_t r1) noexcept;
+
+/// The symmetric product of the block triangle `p` (any block size b > 1) in one call on
+/// one thread (bsr_spmv_symmetric). `work` holds p.n acc_t values.
+template <Value TA, class TY>
+void symmetric_whole(const SymmetricProduct<TA, TY>& p, acc_t<TA>* work) noexcept;
 
 }  // namespace trnsparse::kernels::reference

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/tables.hpp"
 
 namespace trnsparse::kernels::cpu::avx2 {
 

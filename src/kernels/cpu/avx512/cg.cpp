@@ -1,6 +1,6 @@
 // CG's vector passes (cg_tile.inc) compiled with the AVX-512 flags and -ffp-contract=off (see
 // cg_tile.inc: every ISA rounds as the baseline does).
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/tables.hpp"
 
 namespace trnsparse::kernels::cpu::avx512 {
 

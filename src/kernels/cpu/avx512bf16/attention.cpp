@@ -26,7 +26,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/tables.hpp"
 
 namespace trnsparse::kernels::cpu::avx512bf16 {
 

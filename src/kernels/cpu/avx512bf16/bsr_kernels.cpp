@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/tables.hpp"
 #include "kernels/cpu/prefetch.hpp"
 
 namespace trnsparse::kernels::cpu::avx512bf16 {

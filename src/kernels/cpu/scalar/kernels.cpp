@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/tables.hpp"
 #include "kernels/cpu/prefetch.hpp"
 #include "plan/csr_analysis.hpp"
 

@@ -1,7 +1,7 @@
-// Block-sparse attention as plain arrays, and the table of kernels each instruction set
-// provides (attention_tile.inc, instantiated per ISA in <isa>/attention.cpp, for fp32 and
-// bf16, plus a bf16 table on vdpbf16ps in avx512bf16/attention.cpp; double operands use
-// the reference kernels' table on every ISA).
+// The kernel contract of block-sparse attention: the problem as plain arrays, and the
+// table of kernels a backend provides (cpu/: attention_tile.inc per ISA for fp32 and
+// bf16, and a bf16 table on vdpbf16ps; reference/: every type, and the one dispatch
+// picks for double operands).
 //
 // Work units: the forward and dQ walk unit u = s * block_rows + I (query slice
 // s = z * heads + h, query block row I) over the stored blocks of the mask slice of (z, h)
@@ -17,7 +17,7 @@
 
 #include "trnsparse/types.hpp"
 
-namespace trnsparse::kernels::cpu {
+namespace trnsparse::kernels {
 
 /// One (batch, heads, rows, cols) tensor: row i of slice (z, h) at
 /// data + z * batch_stride + h * head_stride + i * ld.
@@ -72,19 +72,4 @@ struct AttentionKernels {
   void (*backward_dkv)(const AttentionProblem<T>&, void* workspace, index_t u0, index_t u1);
 };
 
-#define TRNSPARSE_ATTENTION_TABLES(ns) \
-  namespace ns {                       \
-  template <class T>                   \
-  AttentionKernels<T> attention_kernels(); \
-  }
-TRNSPARSE_ATTENTION_TABLES(scalar)
-TRNSPARSE_ATTENTION_TABLES(avx2)
-TRNSPARSE_ATTENTION_TABLES(avx512)
-#undef TRNSPARSE_ATTENTION_TABLES
-
-namespace avx512bf16 {
-/// bf16 attention with its products on vdpbf16ps; needs AVX512-BF16.
-AttentionKernels<bf16> attention_kernels_bf16();
-}
-
-}  // namespace trnsparse::kernels::cpu
+}  // namespace trnsparse::kernels

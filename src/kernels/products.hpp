@@ -1,7 +1,9 @@
-// The CPU tile-kernel layer: block-sparse products as plain arrays, and the table of
-// kernels each instruction set provides. A product runs in two phases on T threads:
+// The kernel contract of the products: each problem as plain arrays, and the table of
+// kernels a backend provides for it. Every backend (cpu/<isa>/, reference/) implements
+// these tables; dispatch/ is the only code that picks one. A packed product runs in two
+// phases on T threads:
 //   1. pack:    the dense operand B is copied, block row by block row of B, into the
-//               ISA's panel layout (zero-padded to whole blocks and panels), so the
+//               backend's panel layout (zero-padded to whole blocks and panels), so the
 //               microkernel streams contiguous memory and never reads outside B;
 //   2. compute: each thread owns a contiguous range of output block rows (one writer per
 //               output tile) and runs the register-blocked microkernel over their
@@ -12,13 +14,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cg.hpp"
 #include "trnsparse/types.hpp"
 
 namespace trnsparse::detail {
 struct SymmetricChunks;  // plan/csr_analysis.hpp
 }  // namespace trnsparse::detail
 
-namespace trnsparse::kernels::cpu {
+namespace trnsparse::kernels {
 
 /// C = alpha * op(A) * B + beta * C for a block-sparse A, as plain arrays. Output block
 /// row i combines the stored blocks q in [ptr[i], ptr[i+1]): block `block(q)` (row-major
@@ -64,7 +67,7 @@ struct BsrProduct {
 /// the packed tiling. BsrPlan keeps 32-bit block indices for these sizes, which the
 /// small-block kernels read.
 inline constexpr index_t kSmallBlockSizes[] = {2, 3, 4, 5, 6, 8};
-/// Whether b is one of kSmallBlockSizes. Out of line (dispatch.cpp), so that the ISA
+/// Whether b is one of kSmallBlockSizes. Out of line (products.cpp), so that the ISA
 /// translation units, each compiled with its own flags, share one copy.
 bool small_block_size(index_t b);
 
@@ -142,10 +145,6 @@ struct CsrKernels {
                 index_t r0, index_t r1);
 };
 
-/// Lanes of CG's reductions: row r0 + i of a chunk adds its terms to lane i % kCgLanes
-/// (CgKernels, and the pᵀq that SymmetricKernels::combine sums for a stored triangle).
-inline constexpr index_t kCgLanes = 8;
-
 /// y = alpha * S * x + beta * y for the symmetric S whose upper or lower triangle (with
 /// the diagonal, rows sorted) is stored, in two phases over a fixed chunking of the rows
 /// (detail::SymmetricChunks): `local` for every chunk, then `combine` for every chunk.
@@ -189,61 +188,4 @@ struct SymmetricKernels {
   void (*combine)(const SymmetricProduct<TA, TY>&, const detail::SymmetricChunks&, index_t c, double* dot);
 };
 
-/// Conjugate gradients' vector passes over n x k row-major blocks (solvers/cg.cpp; one
-/// right-hand side is k = 1). A pass covers rows [r0, r1) of one reduction chunk and adds
-/// row r0 + i's terms to lane i % kCgLanes of each reduction: with m reductions, lane l
-/// of reduction j sits at lanes[lane_slot(k, j, l, m)]. One column walks kCgLanes rows of
-/// one reduction (its lanes contiguous), k columns walk a row's reductions (contiguous
-/// by lane). `live[j]` is 0 for a frozen column, which passes with `select` leave alone
-/// (update) or zero (direction: p and r); see solvers/cg.cpp.
-template <class T>
-struct CgBlock {
-  index_t k;
-  T* x;
-  T* r;
-  T* p;
-  const T* q;
-  const T* minv;  // the diagonal preconditioner M⁻¹ (n), or nullptr
-  const char* live;
-  const T* alpha;  // per column (0 for a frozen one)
-  const T* beta;
-
-  static constexpr index_t lane_slot(index_t k, index_t j, index_t l, index_t m) {
-    return k == 1 ? j * kCgLanes + l : l * m + j;
-  }
-};
-
-template <class T>
-struct CgKernels {
-  /// lanes (m = k): pᵀq per column.
-  void (*dot)(const CgBlock<T>&, index_t r0, index_t r1, double* lanes);
-  /// x += α p, r -= α q; lanes (m = 2k): rᵀr per column, then rᵀz (z = M⁻¹ r).
-  void (*update)(const CgBlock<T>&, bool select, index_t r0, index_t r1, double* lanes);
-  /// p = M⁻¹ r + β p.
-  void (*direction)(const CgBlock<T>&, bool select, index_t r0, index_t r1);
-};
-
-// One table per instruction set, each compiled in its own translation unit with its
-// own flags (scalar/, avx2/, avx512/, avx512bf16/), for (TA, TY) in
-// {(float, float), (double, double), (bf16, float), (bf16, bf16)}.
-// BSR SDDMM for T in {float, double, bf16}; CSR SDDMM (CsrKernels::sddmm) and CG kernels
-// for T in {float, double}.
-#define TRNSPARSE_ISA_TABLES(ns)                                   \
-  namespace ns {                                                   \
-  template <class TA, class TY> BsrKernels<TA, TY> bsr_kernels();  \
-  template <class TA, class TY> SymmetricKernels<TA, TY> symmetric_kernels(); \
-  template <class T> SddmmKernels<T> sddmm_kernels();              \
-  template <class TA, class TY> CsrKernels<TA, TY> csr_kernels();  \
-  template <class T> CgKernels<T> cg_kernels();                    \
-  }
-TRNSPARSE_ISA_TABLES(scalar)
-TRNSPARSE_ISA_TABLES(avx2)
-TRNSPARSE_ISA_TABLES(avx512)
-#undef TRNSPARSE_ISA_TABLES
-/// bf16 operands only: vdpbf16ps pair products (needs an even block size and a
-/// non-transposed A; otherwise it runs the avx512 widening kernel).
-namespace avx512bf16 {
-template <class TY> BsrKernels<bf16, TY> bsr_kernels_bf16();
-}
-
-}  // namespace trnsparse::kernels::cpu
+}  // namespace trnsparse::kernels

@@ -1,0 +1,38 @@
+// The CPU backend's kernel tables: one set per instruction set, each compiled in its own
+// translation unit with its own flags (scalar/, avx2/, avx512/, avx512bf16/), implementing
+// the contract of kernels/products.hpp, kernels/cg.hpp and kernels/attention.hpp. Only
+// dispatch/ names them.
+//   products, for (TA, TY) in {(float, float), (double, double), (bf16, float), (bf16, bf16)};
+//   BSR SDDMM for T in {float, double, bf16}; CSR SDDMM (CsrKernels::sddmm) and CG passes
+//   for T in {float, double}; attention for T in {float, bf16}.
+#pragma once
+
+#include "kernels/attention.hpp"
+#include "kernels/cg.hpp"
+#include "kernels/products.hpp"
+
+namespace trnsparse::kernels::cpu {
+
+#define TRNSPARSE_ISA_TABLES(ns)                                              \
+  namespace ns {                                                              \
+  template <class TA, class TY> BsrKernels<TA, TY> bsr_kernels();             \
+  template <class TA, class TY> SymmetricKernels<TA, TY> symmetric_kernels(); \
+  template <class T> SddmmKernels<T> sddmm_kernels();                         \
+  template <class TA, class TY> CsrKernels<TA, TY> csr_kernels();             \
+  template <class T> CgKernels<T> cg_kernels();                               \
+  template <class T> AttentionKernels<T> attention_kernels();                 \
+  }
+TRNSPARSE_ISA_TABLES(scalar)
+TRNSPARSE_ISA_TABLES(avx2)
+TRNSPARSE_ISA_TABLES(avx512)
+#undef TRNSPARSE_ISA_TABLES
+
+/// bf16 operands only, on vdpbf16ps; needs AVX512-BF16.
+namespace avx512bf16 {
+/// Pair products (an even block size and a non-transposed A; otherwise the avx512
+/// widening kernel runs).
+template <class TY> BsrKernels<bf16, TY> bsr_kernels_bf16();
+AttentionKernels<bf16> attention_kernels_bf16();
+}  // namespace avx512bf16
+
+}  // namespace trnsparse::kernels::cpu
