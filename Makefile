@@ -7,8 +7,10 @@
 #   make demo      build the tool alone (the library, its benchmark and the CLI; not the
 #                  tests, MPI or Python), then run `build/bin/trnsparse demo`
 #   make check     the whole test suite of build/
-#   make asan      Debug build with ASan + UBSan into build-asan/, its "unit", "cli" and "oom" tests
-#   make fuzz      clang build into build-fuzz/, each fuzzer for FUZZ_SECONDS on its seed corpus
+#   make asan      Debug build with ASan + UBSan into build-asan/ (no MPI, no Python: their
+#                  tests do not run there), its "unit", "cli" and "oom" tests
+#   make fuzz      clang build into build-fuzz/ of the fuzzers and the library layer they
+#                  reach (formats, Matrix Market), each for FUZZ_SECONDS on its seed corpus
 #   make tsan      clang ThreadSanitizer build into build-tsan/, the unit tests of threaded code
 #                  (not part of `make test`: run it before each release; see docs/architecture.md)
 #   make coverage  gcc --coverage build into build-coverage/, its tests, then line and branch
@@ -24,12 +26,12 @@ JOBS ?= 2
 PREFIX ?= /usr/local
 FUZZ_SECONDS ?= 30
 
-# Every Debian package the build and the tests need, in one list (libomp-dev: OpenMP for
-# the clang fuzz build; python3: the interpreter of the cli tests; pybind11-dev to
+# Every Debian package the build and the tests need, in one list (clang, libclang-rt-14-dev:
+# the fuzz build; python3: the interpreter of the cli tests; pybind11-dev to
 # python3-pytest: the Python package and its tests; libint2-dev, psi4-data, liblapack-dev:
 # the Hartree-Fock example and `trnsparse hf`; libopenmpi-dev, openmpi-bin: the MPI layer;
 # python3-matplotlib: bench/plot.py and its test).
-DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev libomp-dev \
+DEB_PACKAGES := build-essential cmake ninja-build g++ clang libclang-rt-14-dev \
                 libgtest-dev libgmock-dev libcli11-dev libopenblas-dev libeigen3-dev pkg-config python3 \
                 pybind11-dev python3-dev python3-numpy python3-scipy python3-torch python3-pytest python3-matplotlib \
                 libint2-dev psi4-data liblapack-dev libopenmpi-dev openmpi-bin
