@@ -29,8 +29,8 @@ void check_nonnegative(index_t n, const char* what);
 
 /// Allocates on 64-byte boundaries, so that every row of a `Dense` whose row length is a
 /// multiple of 64 bytes (8 fp64, 16 fp32 columns) starts a cache line: a kernel's vector
-/// load of such a row then touches one line, not two (std::allocator's 16-byte alignment
-/// split them, 1.2-1.35x on a small-block SpMM of width 8 in cache).
+/// load of such a row then touches one line, not two, as it may with std::allocator's
+/// 16-byte alignment (docs/benchmarks.md, "Small blocks").
 template <class T>
 struct CacheLineAllocator {
   using value_type = T;

@@ -223,7 +223,7 @@ double read_bytes_per_ns() {
 /// terms), else the one block and one with 7 per row (few rows: no row term); streamed,
 /// the slower of that compute time and the bytes per entry at the bandwidth. The call
 /// term (checks, the plan lookup, dispatch) decides between formats on products of a few
-/// microseconds (docs/benchmarks.md, "Threads and busy machines").
+/// microseconds (docs/benchmarks.md, "The format advisor").
 /// `unsettled` takes the widest spread of a timing that stayed above the harness's limit.
 template <Value T>
 Calibration::Speed measure_speed(index_t b, index_t width, double bytes_per_ns, double& unsettled) {

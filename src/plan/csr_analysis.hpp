@@ -50,7 +50,7 @@ SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::s
 
 /// Column indices narrowed to 32 bits, or empty when the columns do not fit them. The
 /// products are memory-bound: reading 4 bytes per entry instead of 8 cuts a double
-/// matrix's traffic by a quarter (SpMV on Poisson 150³: 1.3x faster).
+/// matrix's traffic by a quarter (docs/benchmarks.md, "SpMV and CSR products").
 std::vector<std::int32_t> compact_indices(index_t cols, std::span<const index_t> idx);
 
 class CsrAnalyses {

@@ -1,7 +1,7 @@
-// Internal: per-thread scratch memory that is reused across calls. Fresh pages cost
-// ~11 µs each on first touch on these machines, so hot paths never allocate: each
-// calling thread keeps one grow-only, 64-byte aligned buffer (huge pages requested for
-// large ones). Valid until the same thread asks again.
+// Internal: per-thread scratch memory that is reused across calls. Fresh pages are slow
+// on first touch (docs/benchmarks.md, "Hosts and baselines"), so hot paths never
+// allocate: each calling thread keeps one grow-only, 64-byte aligned buffer (huge pages
+// requested for large ones). Valid until the same thread asks again.
 #pragma once
 
 #include <cstddef>

@@ -52,9 +52,9 @@ struct Vec<float> {
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
   /// Q values from p in every 128-bit lane, and lane element I of each lane broadcast
-  /// across it: a value broadcast from memory takes a load port (about two a cycle on
-  /// the Zen 5 host, shared with the rows of B), an in-lane shuffle none (about four a
-  /// cycle; microbenchmark of eight independent operations a loop, zmm and ymm alike).
+  /// across it: a value broadcast from memory takes a load port, which the rows of B
+  /// need too, and an in-lane shuffle none, so the shuffles issue at the higher rate
+  /// (docs/benchmarks.md, "Small blocks").
   static constexpr int Q = 4;
   static reg quad(const float* p) { return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p)); }
   template <int I>
