@@ -26,10 +26,10 @@ std::string self_path() {
   return n > 0 ? std::string(path.data(), static_cast<std::size_t>(n)) : std::string();
 }
 
-// Idle OpenMP workers spin by default, and so do OpenBLAS's threads (its pthreads
-// build spins about 2^28 cycles, some 0.1 s, after every call): on a machine with few
-// cores, the spinning team of one library steals the cores of the next one timed (a
-// 7 ms attention forward timed right after the dense baseline ran at half speed).
+// Idle OpenMP workers (the Eigen baseline's) spin by default, and so do OpenBLAS's
+// threads (its pthreads build spins about 2^28 cycles after every call): on a machine
+// with few cores, the spinning team of one library steals the cores of the next one
+// timed, so the benchmark re-executes itself with both told to wait passively.
 void ensure_passive_wait_policy(const std::string& self) {
   const bool omp = std::getenv("OMP_WAIT_POLICY") != nullptr, blas = std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr;
   if ((omp && blas) || self.empty()) return;
