@@ -16,6 +16,7 @@ void bind_solvers(pybind11::module_& m);     // solvers.cpp: CG, Chebyshev, Rich
 void bind_screening(pybind11::module_& m);   // screening.cpp: screened_spmm and its backward
 void bind_attention(pybind11::module_& m);   // attention.cpp: AttentionMask, builders, forward, backward
 void bind_advisor(pybind11::module_& m);     // advisor.cpp: choose_format
+void bind_io(pybind11::module_& m);          // io.cpp: Matrix Market reading and writing
 void bind_runtime(pybind11::module_& m);     // runtime.cpp: instruction set, threads
 
 }  // namespace trnsparse::python

@@ -20,5 +20,6 @@ PYBIND11_MODULE(_core, m) {
   bind_screening(m);
   bind_attention(m);
   bind_advisor(m);
+  bind_io(m);
   bind_runtime(m);
 }
