@@ -1,5 +1,5 @@
-// Internal to trnsparse._core: what the binding files share. The conventions of the
-// C++/Python boundary live here:
+// Internal to trnsparse._core: what the binding files share, and the conventions of
+// the C++/Python boundary:
 //
 // Memory: dense operands and outputs are never copied: the Python side passes the
 // address of a CPU tensor's buffer with its shape and row stride (`DenseArg`) and the
@@ -35,9 +35,6 @@
 namespace trnsparse::python {
 
 namespace py = pybind11;
-
-// The handle types are in a named namespace, not an anonymous one: pybind11 identifies a
-// bound class by its type_info, so every file must see the same Csr and Bsr.
 
 // ---- dtypes ---------------------------------------------------------------------------
 template <class T> constexpr const char* dtype_name();
@@ -110,6 +107,8 @@ py::array dense_array(Dense<T>&& d) {
 }
 
 // ---- sparse handles ---------------------------------------------------------------------
+// In a named namespace, not an anonymous one: pybind11 identifies a bound class by its
+// type_info, so every file must see the same Csr and Bsr.
 /// A CSR matrix of one of the three value types. Immutable once built.
 struct Csr {
   std::variant<CsrMatrix<float>, CsrMatrix<double>, CsrMatrix<bf16>> m;

@@ -4,7 +4,8 @@
 
 #include <array>
 #include <filesystem>
-#include <string_view>
+#include <string>
+#include <type_traits>
 
 #include "bindings.hpp"
 #include "common.hpp"
