@@ -17,6 +17,7 @@ trnsparse.mask builds its masks (builders, stack, create_block_mask from a predi
 trnsparse.nn.MultiheadSparseAttention is the module. block_sparse_attention_tiled is
 0.6's single-head entry point. choose_format advises CSR or a BSR block size for a
 matrix's products on this machine (BSRMatrix.from_csr(A, "auto") converts with it).
+read_mtx and write_mtx read and write Matrix Market files with the core's reader and writer.
 """
 import importlib.util as _importlib_util
 import os as _os
@@ -33,6 +34,7 @@ from ._backend import HAS_NKI, get_backend, set_backend
 from ._advisor import choose_format
 from ._formats import (BSRMatrix, COOMatrix, CSRMatrix, block_stencil3d, elasticity3d, eye_sparse, from_dense,
                        from_scipy, named_problem, poisson3d, random_blocks)
+from ._io import read_mtx, write_mtx
 from ._ops import (
     ShapeError,
     bsr_diagonal,
@@ -78,6 +80,8 @@ __all__ = [
     "block_stencil3d", "elasticity3d", "named_problem", "poisson3d", "random_blocks",
     # the format advisor
     "choose_format",
+    # Matrix Market files
+    "read_mtx", "write_mtx",
     # screening and solvers
     "density_screen", "schwarz_bounds", "screen_quartets", "screened_spmm", "sparsity_stats", "JacobiPreconditioner",
     "cg_bsr", "chebyshev_bsr", "chebyshev_coeffs", "jacobi_preconditioner_bsr", "power_iteration_bsr",

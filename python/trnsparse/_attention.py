@@ -285,14 +285,18 @@ def sparse_attention(query, key, value, block_mask, *, scale: float | None = Non
     check(k4.shape[3] == E, f"{who}: key has head dim {k4.shape[3]} but query has {E}")
     Hkv, Lkv = k4.shape[1], k4.shape[2]
     if Hkv != H:
+        # Sequences in the heads' place make unequal "heads" when Lq != Lkv (decoding).
+        hint = (_layout_hint(q, k, block_mask.shape) if isinstance(block_mask, (AttentionMask, BSRMatrix))
+                else "")
         if not enable_gqa:
             raise ShapeError(f"{who}: key has {Hkv} heads but query has {H}; pass enable_gqa=True for "
-                             f"grouped-query attention")
+                             f"grouped-query attention{hint}")
         if Hkv == 0 or H % Hkv != 0:
-            raise ShapeError(f"{who}: query's {H} heads are not a multiple of key's {Hkv} heads")
+            raise ShapeError(f"{who}: query's {H} heads are not a multiple of key's {Hkv} heads{hint}")
     mask = _mask_of(block_mask, who, "block_mask")
-    check(mask.shape == (Lq, Lkv), f"{who}: block_mask is {mask.shape[0]} x {mask.shape[1]} but query has {Lq} "
-                                   f"rows and key {Lkv}")
+    if mask.shape != (Lq, Lkv):
+        raise ShapeError(f"{who}: block_mask is {mask.shape[0]} x {mask.shape[1]} but query has {Lq} rows and key "
+                         f"{Lkv}{_layout_hint(q, k, mask.shape)}")
     check(mask.batch in (1, B), f"{who}: block_mask has batch {mask.batch}; expected 1 or query's {B}")
     check(mask.heads in (1, H), f"{who}: block_mask has {mask.heads} heads; expected 1 or query's {H}")
     sc = _checked_scale(scale, who)
@@ -305,6 +309,26 @@ def sparse_attention(query, key, value, block_mask, *, scale: float | None = Non
     if dims != 4:  # back to the caller's dimensions
         O, lse = (O[0, 0], lse[0, 0]) if dims == 2 else (O[0], lse[0])
     return (O, lse) if return_lse else O
+
+
+def _layout_hint(q: torch.Tensor, k: torch.Tensor, mask_shape: tuple[int, int]) -> str:
+    """The end of a shape error when query or key (and with it value, of key's shape) looks
+    like (B, L, H, E) or (L, H, E): its sequence length is not where the mask's length is
+    expected (dims[-2]) but is one dimension earlier (dims[-3]). Empty otherwise."""
+    def swapped(t: torch.Tensor, length: int) -> bool:
+        return t.dim() >= 3 and t.shape[-2] != length and t.shape[-3] == length
+
+    names = (["query"] if swapped(q, mask_shape[0]) else []) + (["key", "value"] if swapped(k, mask_shape[1]) else [])
+    if not names:
+        return ""
+    got, want, dims = ("(B, L, H, E)", "(B, H, L, E)", "1, 2") if q.dim() == 4 else ("(L, H, E)", "(H, L, E)", "0, 1")
+
+    def listed(words: list[str]) -> str:
+        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+    verb = "looks" if len(names) == 1 else "look"
+    return (f"; {listed(names)} {verb} like {got}: pass {listed([f'{n}.transpose({dims})' for n in names])} "
+            f"({want} is expected)")
 
 
 def _attention_tensor(x, who: str, name: str) -> torch.Tensor:

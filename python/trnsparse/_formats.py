@@ -70,26 +70,19 @@ def _state_without_cache(m) -> dict:
     return {**m.__dict__, "_core_cache": None}
 
 
-@dataclass(repr=False)
-class CSRMatrix:
-    """Compressed sparse rows: row i holds `values[row_ptrs[i]:row_ptrs[i+1]]` at columns
-    `col_indices[...]` (strictly increasing within a row). Operations reuse the core's
-    validated copy of the arrays while they hold the same bits (the conversion cache)."""
+class _EntryMatrix:
+    """What CSRMatrix and COOMatrix share: one stored value per entry in `values`, a
+    logical `shape`, and the properties and repr derived from them. A plain base class
+    (not a dataclass), so each subclass's dataclass fields stay exactly its own."""
 
-    values: torch.Tensor
-    col_indices: torch.Tensor
-    row_ptrs: torch.Tensor
-    shape: tuple[int, int]
+    _name = ""  # the class name repr shows, set by each format
 
-    def __post_init__(self):
-        self.shape = _shape(self.shape, "CSRMatrix")
-        self.values = as_tensor(self.values, "CSRMatrix", "values")
-        self.col_indices = index_tensor(self.col_indices, "CSRMatrix", "col_indices")
-        self.row_ptrs = index_tensor(self.row_ptrs, "CSRMatrix", "row_ptrs")
-        self._core_cache = None
-
-    def __getstate__(self):
-        return _state_without_cache(self)
+    def _check_entries(self, index_fields: tuple[str, ...]) -> None:
+        """Normalises shape, values and the named index tensors (errors name the class)."""
+        self.shape = _shape(self.shape, self._name)
+        self.values = as_tensor(self.values, self._name, "values")
+        for field in index_fields:
+            setattr(self, field, index_tensor(getattr(self, field), self._name, field))
 
     @property
     def nnz(self) -> int:
@@ -106,7 +99,27 @@ class CSRMatrix:
         return self.nnz / (rows * cols) if rows * cols else 0.0
 
     def __repr__(self) -> str:
-        return f"CSRMatrix(shape={self.shape}, nnz={self.nnz}, density={self.density:.4g}, dtype={self.dtype})"
+        return f"{self._name}(shape={self.shape}, nnz={self.nnz}, density={self.density:.4g}, dtype={self.dtype})"
+
+
+@dataclass(repr=False)
+class CSRMatrix(_EntryMatrix):
+    """Compressed sparse rows: row i holds `values[row_ptrs[i]:row_ptrs[i+1]]` at columns
+    `col_indices[...]` (strictly increasing within a row). Operations reuse the core's
+    validated copy of the arrays while they hold the same bits (the conversion cache)."""
+
+    values: torch.Tensor
+    col_indices: torch.Tensor
+    row_ptrs: torch.Tensor
+    shape: tuple[int, int]
+    _name = "CSRMatrix"
+
+    def __post_init__(self):
+        self._check_entries(("col_indices", "row_ptrs"))
+        self._core_cache = None
+
+    def __getstate__(self):
+        return _state_without_cache(self)
 
     def _handle(self, values: torch.Tensor | None = None):
         """The core's copy of this matrix (with `values` in place of self.values if given):
@@ -167,35 +180,17 @@ class CSRMatrix:
 
 
 @dataclass(repr=False)
-class COOMatrix:
+class COOMatrix(_EntryMatrix):
     """Coordinate triplets in any order; duplicates are summed by conversions."""
 
     values: torch.Tensor
     row_indices: torch.Tensor
     col_indices: torch.Tensor
     shape: tuple[int, int]
+    _name = "COOMatrix"
 
     def __post_init__(self):
-        self.shape = _shape(self.shape, "COOMatrix")
-        self.values = as_tensor(self.values, "COOMatrix", "values")
-        self.row_indices = index_tensor(self.row_indices, "COOMatrix", "row_indices")
-        self.col_indices = index_tensor(self.col_indices, "COOMatrix", "col_indices")
-
-    @property
-    def nnz(self) -> int:
-        return int(self.values.numel())
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.values.dtype
-
-    @property
-    def density(self) -> float:
-        rows, cols = self.shape
-        return self.nnz / (rows * cols) if rows * cols else 0.0
-
-    def __repr__(self) -> str:
-        return f"COOMatrix(shape={self.shape}, nnz={self.nnz}, density={self.density:.4g}, dtype={self.dtype})"
+        self._check_entries(("row_indices", "col_indices"))
 
     def to_csr(self) -> CSRMatrix:
         """Sorted row-major with duplicates summed."""

@@ -83,6 +83,27 @@ def test_reprs_name_the_shape_and_dtype():
     assert repr(B) == "BSRMatrix(shape=(3, 3), block_size=2, n_blocks=2, density=0.5, dtype=torch.float32)"
 
 
+
+@pytest.mark.parametrize("shape", [(3, 4), (0, 4)])
+def test_csr_and_coo_share_their_entry_properties(shape):
+    """CSR and COO take nnz, dtype, density, repr and their argument checks from one base:
+    the same matrix in both formats agrees, and each names itself in repr and errors."""
+    A = ts.from_dense(torch.eye(*shape, dtype=torch.float64))
+    C = A.to_coo()
+    assert (C.nnz, C.dtype, C.density) == (A.nnz, A.dtype, A.density) == (min(shape), torch.float64,
+                                                                          min(shape) / 12 if shape[0] else 0.0)
+    assert repr(C) == repr(A).replace("CSRMatrix", "COOMatrix", 1)
+    assert [f for f in vars(A) if not f.startswith("_")] == ["values", "col_indices", "row_ptrs", "shape"]
+    assert [f for f in vars(C)] == ["values", "row_indices", "col_indices", "shape"]
+    with pytest.raises(AssertionError, match="^CSRMatrix: shape must have two entries"):
+        ts.CSRMatrix(torch.ones(0), [], [0], (1, 1, 1))
+    with pytest.raises(AssertionError, match="^COOMatrix: shape must have two entries"):
+        ts.COOMatrix(torch.ones(0), [], [], (1,))
+    with pytest.raises(TypeError, match="^COOMatrix: row_indices must hold integers"):
+        ts.COOMatrix(torch.ones(1), torch.tensor([0.0]), torch.tensor([0]), (1, 1))
+    with pytest.raises(TypeError, match="^CSRMatrix: row_ptrs must hold integers"):
+        ts.CSRMatrix(torch.ones(1), torch.tensor([0]), torch.tensor([0.0, 1.0]), (1, 1))
+
 def test_dataclasses_are_mutable_and_accept_lists():
     A = ts.CSRMatrix([1.0, 2.0], [0, 1], [0, 1, 2], (2, 2))
     assert A.col_indices.dtype == torch.int64

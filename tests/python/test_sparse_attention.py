@@ -21,6 +21,7 @@ Tolerances:
 """
 import io
 import math
+import re
 
 import pytest
 import torch
@@ -636,6 +637,43 @@ def test_argument_errors_name_the_argument(change, error, match):
     with pytest.raises(error, match=match):
         ts.sparse_attention(q, k, v, m)
 
+
+
+def test_errors_hint_at_a_sequence_and_heads_swap():
+    """A (B, L, H, E) tensor passed where (B, H, L, E) is expected has its length one
+    dimension early; the shape error says so and names the transpose that fixes it."""
+    B, H, L, E = 2, 4, 64, 8
+    m = ts.mask.causal(L, 16)
+    x = torch.randn(B, L, H, E)
+    fix = "((B, H, L, E) is expected)"
+    with pytest.raises(ts.ShapeError, match=re.escape(
+            "block_mask is 64 x 64 but query has 4 rows and key 4; query, key and value look like (B, L, H, E): "
+            "pass query.transpose(1, 2), key.transpose(1, 2) and value.transpose(1, 2) " + fix)):
+        ts.sparse_attention(x, x, x, m)
+    ok = x.transpose(1, 2)
+    assert torch.equal(ts.sparse_attention(ok, ok, ok, m), ts.sparse_attention(ok.contiguous(), ok, ok, m))
+    # Only the swapped tensors are named; unequal "heads" (Lq != H) trip the heads check first.
+    with pytest.raises(ts.ShapeError, match=re.escape(
+            "key has 4 heads but query has 64; pass enable_gqa=True for grouped-query attention; query looks like "
+            "(B, L, H, E): pass query.transpose(1, 2) " + fix)):
+        ts.sparse_attention(x, ok, ok, m)
+    with pytest.raises(ts.ShapeError, match=re.escape(
+            "key and value look like (B, L, H, E): pass key.transpose(1, 2) and value.transpose(1, 2) " + fix)):
+        ts.sparse_attention(ok, x, x, m, enable_gqa=True)
+    # Decoding: one query against L keys.
+    with pytest.raises(ts.ShapeError, match=re.escape("key has 64 heads but query has 1; pass enable_gqa=True "
+                                                      "for grouped-query attention; query, key and value look")):
+        ts.sparse_attention(x[:, -1:], x, x, ts.mask.causal(1, 16, kv_len=L))
+    # (L, H, E) for (H, L, E).
+    with pytest.raises(ts.ShapeError, match=re.escape(
+            "query, key and value look like (L, H, E): pass query.transpose(0, 1), key.transpose(0, 1) and "
+            "value.transpose(0, 1) ((H, L, E) is expected)")):
+        ts.sparse_attention(x[0], x[0], x[0], m)
+    # No hint when the length matches neither dimension, or for 2-D operands.
+    for q in (torch.randn(B, H, 3, E), torch.randn(3, E)):
+        with pytest.raises(ts.ShapeError) as info:
+            ts.sparse_attention(q, q, q, m)
+        assert str(info.value).endswith("but query has 3 rows and key 3")
 
 def test_grouped_heads_errors():
     q, k, v, m = _ok()

@@ -1,0 +1,25 @@
+// The runtime: instruction set and thread count of the C++ kernels.
+
+#include "bindings.hpp"
+#include "common.hpp"
+
+namespace trnsparse::python {
+
+void bind_runtime(py::module_& m) {
+  m.def("set_isa", [](const std::string& name) {
+    if (name == "scalar") return set_isa(Isa::scalar);
+    if (name == "avx2") return set_isa(Isa::avx2);
+    if (name == "avx512") return set_isa(Isa::avx512);
+    throw InvalidArgument("isa " + name + " is not one of scalar, avx2, avx512");
+  });
+  m.def("active_isa", [] { return std::string(to_string(active_isa())); });
+  m.def("best_isa", [] {
+    return std::string(to_string(isa_supported(Isa::avx512) ? Isa::avx512
+                                 : isa_supported(Isa::avx2) ? Isa::avx2
+                                                            : Isa::scalar));
+  });
+  m.def("set_num_threads", &set_num_threads);
+  m.def("num_threads", &num_threads);
+}
+
+}  // namespace trnsparse::python
