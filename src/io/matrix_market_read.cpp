@@ -559,6 +559,7 @@ private:
   std::vector<index_t> row_idx_;
   std::vector<index_t> col_idx_;
   std::vector<double> values_;
+};
 
 }  // namespace
 
