@@ -24,7 +24,7 @@ import torch
 
 import trnsparse as ts
 from conftest import assert_close, random_dense, random_dense_operand
-from test_sparse_attention import rounding_bounds
+from attention_reference import rounding_bounds
 from trnsparse import _torch_backend
 
 U32 = 2.0 ** -24  # float32 unit roundoff
