@@ -86,7 +86,7 @@ fuzz: deps
 # The tests of code that runs on several threads: the plan cache, the thread pool and
 # UnitRanges, the solver passes, the symmetric product, attention and every
 # bitwise-determinism test.
-TSAN_FILTER := *Plan*:*Cache*:*Parallel*:*Thread*:*Determinism*:*Solver*:*Symmetric*:*ttention*:*Screen*
+TSAN_FILTER := *Plan*:*Cache*:*Parallel*:*Thread*:*Determinism*:*Solver*:*Symmetric*:*ttention*:*Screen*:*Spgemm*
 tsan: deps
 	cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS) --target trnsparse_tests

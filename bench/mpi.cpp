@@ -141,11 +141,55 @@ int run_baij(const std::string& source, index_t b, int reps, bool symmetric) {
   return 0;
 }
 
+/// `--matmatmult SOURCE [--reps R]`, one process: PETSc's MatMatMult of the MATSEQAIJ
+/// matrix SOURCE names with itself (the baseline of `trnsparse bench --section spgemm`):
+/// the full product (MAT_INITIAL_MATRIX, symbolic and numeric) and the numeric phase
+/// alone (MAT_REUSE_MATRIX). Prints petsc_ms, petsc_numeric_ms and C's stored entries.
+int run_matmatmult(const std::string& source, int reps) {
+  const trnsparse::CsrMatrix<double> A = std::filesystem::exists(source)
+                                             ? trnsparse::to_csr(trnsparse::read_matrix_market(source).entries)
+                                             : trnsparse::named_problem<double>(source);
+  std::vector<PetscInt> ia(A.row_ptr().begin(), A.row_ptr().end()), ja(A.col_indices().begin(), A.col_indices().end());
+  std::vector<double> va(A.values().begin(), A.values().end());
+  Mat M, C;
+  check(MatCreateSeqAIJWithArrays(PETSC_COMM_SELF, static_cast<PetscInt>(A.rows()), static_cast<PetscInt>(A.cols()),
+                                  ia.data(), ja.data(), va.data(), &M),
+        "MatCreateSeqAIJWithArrays");
+  const double ms = median_ms(reps, [&] {
+    check(MatMatMult(M, M, MAT_INITIAL_MATRIX, PETSC_DEFAULT, &C), "MatMatMult");
+    check(MatDestroy(&C), "MatDestroy");
+  });
+  check(MatMatMult(M, M, MAT_INITIAL_MATRIX, PETSC_DEFAULT, &C), "MatMatMult");
+  const double numeric_ms = median_ms(reps, [&] { check(MatMatMult(M, M, MAT_REUSE_MATRIX, PETSC_DEFAULT, &C), "MatMatMult"); });
+  MatInfo info;
+  check(MatGetInfo(C, MAT_LOCAL, &info), "MatGetInfo");
+  std::printf("{\"bench\":\"matmatmult\",\"n\":%lld,\"petsc_ms\":%.6g,\"petsc_numeric_ms\":%.6g,\"nnz_c\":%.0f}\n",
+              static_cast<long long>(A.rows()), ms, numeric_ms, info.nz_used);
+  check(MatDestroy(&C), "MatDestroy");
+  check(MatDestroy(&M), "MatDestroy");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  if (argc >= 3 && std::string(argv[1]) == "--matmatmult") {
+    const int reps = argc >= 5 && std::string(argv[3]) == "--reps" ? std::max(1, std::atoi(argv[4])) : 5;
+    int petsc_argc = 1;
+    char** petsc_argv = argv;
+    check(PetscInitialize(&petsc_argc, &petsc_argv, nullptr, nullptr), "PetscInitialize");
+    int status = 1;
+    try {
+      status = run_matmatmult(argv[2], reps);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "trnsparse-mpi-bench: %s\n", e.what());
+    }
+    check(PetscFinalize(), "PetscFinalize");
+    MPI_Finalize();
+    return status;
+  }
   if (argc >= 3 && (std::string(argv[1]) == "--baij" || std::string(argv[1]) == "--sbaij")) {
     index_t b = 0;
     int reps = 20;

@@ -19,6 +19,13 @@ largest of max |x - ref| / max |ref| over O (and dQ, dK, dV) against a float64 d
 reference.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py --n 2048 --k 64
+
+`--spgemm SPEC_OR_FILE,...` prints instead, for each named problem (ts.named_problem) or
+Matrix Market file, the sparse × sparse product A @ A in float64 by trnsparse (matmul)
+and scipy.sparse, one row each ("op": "spgemm", median_s, nnz_c, and max_rel_err against
+scipy's product):
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py --spgemm elasticity3d:24,poisson3d:64
 """
 from __future__ import annotations
 
@@ -137,6 +144,23 @@ def run_attention(args) -> None:
                   flush=True)
 
 
+def run_spgemm(args) -> None:
+    for spec in args.spgemm:
+        A = ts.read_mtx(spec) if spec.endswith(".mtx") else ts.named_problem(spec)
+        S = A.to_scipy()
+        seconds_scipy, ref = measure(lambda: S @ S, args.repeats)
+        seconds_ts, C = measure(lambda: ts.matmul(A, A), args.repeats)
+        got = C.to_scipy()
+        scale = float(abs(ref).max()) or 1.0
+        err = float(abs(got - ref).max()) / scale
+        base = {"op": "spgemm", "problem": spec, "n": A.shape[0], "nnz": A.nnz, "dtype": "float64",
+                "trnsparse_threads": ts.get_num_threads()}
+        print(json.dumps({**base, "impl": "scipy.sparse", "median_s": seconds_scipy, "nnz_c": int(ref.nnz)}),
+              flush=True)
+        print(json.dumps({**base, "impl": "trnsparse", "median_s": seconds_ts, "nnz_c": C.nnz, "max_rel_err": err,
+                          "speedup_vs_scipy": seconds_scipy / seconds_ts}), flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=2048, help="rows and columns of A")
@@ -150,7 +174,12 @@ def main() -> None:
     p.add_argument("--attn-d", type=int, default=64, help="attention head dimension")
     p.add_argument("--attn-block", type=int, default=64, help="attention block size")
     p.add_argument("--attn-window", type=int, default=1, help="local_window mask: blocks on each side")
+    p.add_argument("--spgemm", type=lambda s: [x for x in s.split(",") if x], default=[],
+                   help="comma-separated problems or .mtx files: A @ A against scipy (and nothing else)")
     args = p.parse_args()
+    if args.spgemm:
+        run_spgemm(args)
+        return
     run(args)
     run_attention(args)
 

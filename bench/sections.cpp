@@ -20,6 +20,7 @@
 #include "load.hpp"
 #include "screen.hpp"
 #include "solve.hpp"
+#include "spgemm.hpp"
 #include "kernels/reference/products.hpp"
 #include "trnsparse/advisor.hpp"
 #include "trnsparse/convert.hpp"
@@ -652,8 +653,11 @@ void run(const Options& o, const Emit& emit_row) {
     return screen_section(o, header("screen", o, threads), emit);
   } else if (o.section == "load") {
     return load_section(o, header("load", o, threads), emit);
+  } else if (o.section == "spgemm") {
+    return spgemm_section(o, header("spgemm", o, threads), emit);
   } else {
-    throw InvalidArgument("bench: --section " + o.section + ": expected bsr, csr, spmv, attn, solve, screen or load");
+    throw InvalidArgument("bench: --section " + o.section +
+                          ": expected bsr, csr, spmv, attn, solve, screen, load or spgemm");
   }
   throw InvalidArgument("bench: --dtype " + o.dtype + ": expected fp32, fp64 or bf16");
 }

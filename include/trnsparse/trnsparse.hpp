@@ -18,5 +18,6 @@
 #include "trnsparse/runtime.hpp"
 #include "trnsparse/screening.hpp"
 #include "trnsparse/solvers.hpp"
+#include "trnsparse/spgemm.hpp"
 #include "trnsparse/types.hpp"
 #include "trnsparse/version.hpp"

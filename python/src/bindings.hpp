@@ -12,6 +12,7 @@ void bind_errors(pybind11::module_& m);      // errors.cpp: ShapeError and the e
 void bind_formats(pybind11::module_& m);     // formats.cpp: Csr and Bsr handles, construction, conversions
 void bind_generators(pybind11::module_& m);  // generators.cpp: poisson3d, random_blocks, named problems
 void bind_products(pybind11::module_& m);    // products.cpp: spmv, spmm, algebra, bsr_spmm
+void bind_spgemm(pybind11::module_& m);      // spgemm.cpp: sparse × sparse products and their gradients
 void bind_solvers(pybind11::module_& m);     // solvers.cpp: CG, Chebyshev, Richardson, power iteration
 void bind_screening(pybind11::module_& m);   // screening.cpp: screened_spmm and its backward
 void bind_attention(pybind11::module_& m);   // attention.cpp: AttentionMask, builders, forward, backward

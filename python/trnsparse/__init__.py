@@ -18,6 +18,8 @@ trnsparse.nn.MultiheadSparseAttention is the module. block_sparse_attention_tile
 0.6's single-head entry point. choose_format advises CSR or a BSR block size for a
 matrix's products on this machine (BSRMatrix.from_csr(A, "auto") converts with it).
 read_mtx and write_mtx read and write Matrix Market files with the core's reader and writer.
+matmul (and `A @ B` for sparse A and B), matmul_transposed and galerkin are the sparse ×
+sparse products (CSR × CSR, BSR × BSR), matmul differentiable in both operands.
 """
 import importlib.util as _importlib_util
 import os as _os
@@ -48,6 +50,7 @@ from ._ops import (
     spmv_symmetric,
     triangle,
 )
+from ._spgemm import galerkin, matmul, matmul_transposed
 from ._screening import density_screen, schwarz_bounds, screen_quartets, screened_spmm, sparsity_stats
 from ._solvers import (
     JacobiPreconditioner,
@@ -76,6 +79,8 @@ __all__ = [
     "BSRMatrix", "COOMatrix", "CSRMatrix", "HAS_NKI", "ShapeError", "__version__", "bsr_diagonal", "bsr_spmm",
     "eye_sparse", "from_dense", "from_scipy", "get_backend", "get_num_threads", "nnz_per_row", "set_backend",
     "set_num_threads", "sparse_add", "sparse_scale", "sparse_transpose", "spmm", "spmv", "spmv_symmetric", "triangle",
+    # sparse × sparse products
+    "galerkin", "matmul", "matmul_transposed",
     # generated problems
     "block_stencil3d", "elasticity3d", "named_problem", "poisson3d", "random_blocks",
     # the format advisor

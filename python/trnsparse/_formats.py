@@ -121,6 +121,12 @@ class CSRMatrix(_EntryMatrix):
     def __getstate__(self):
         return _state_without_cache(self)
 
+    def __matmul__(self, other):
+        """`A @ B`: trnsparse.matmul for a sparse B, spmm (spmv) for a 2-D (1-D) tensor."""
+        from ._spgemm import matmul_operator
+
+        return matmul_operator(self, other)
+
     def _handle(self, values: torch.Tensor | None = None):
         """The core's copy of this matrix (with `values` in place of self.values if given):
         the cached one while the arrays hold the same bits (see the module docstring)."""
@@ -245,6 +251,12 @@ class BSRMatrix:
 
     def __getstate__(self):
         return _state_without_cache(self)
+
+    def __matmul__(self, other):
+        """`A @ B`: trnsparse.matmul for a sparse B, spmm (spmv) for a 2-D (1-D) tensor."""
+        from ._spgemm import matmul_operator
+
+        return matmul_operator(self, other)
 
     @property
     def n_blocks(self) -> int:

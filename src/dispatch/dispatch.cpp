@@ -102,6 +102,12 @@ const kernels::AttentionKernels<T>& attention_kernels() {
   }
 }
 
+template <class TA, class TC>
+const kernels::SpgemmKernels<TA, TC>& spgemm_kernels() {
+  return per_isa<kernels::SpgemmKernels<TA, TC>, &cpu::scalar::spgemm_kernels<TA, TC>,
+                 &cpu::avx2::spgemm_kernels<TA, TC>, &cpu::avx512::spgemm_kernels<TA, TC>>();
+}
+
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                         \
   template const kernels::BsrKernels<TA, TY>& bsr_kernels<TA, TY>();                          \
   template const kernels::SymmetricKernels<TA, TY>& symmetric_kernels<TA, TY>();              \
@@ -120,5 +126,8 @@ template const kernels::CgKernels<double>& cg_kernels<double>();
 template const kernels::AttentionKernels<float>& attention_kernels<float>();
 template const kernels::AttentionKernels<bf16>& attention_kernels<bf16>();
 template const kernels::AttentionKernels<double>& attention_kernels<double>();
+template const kernels::SpgemmKernels<float, float>& spgemm_kernels<float, float>();
+template const kernels::SpgemmKernels<double, double>& spgemm_kernels<double, double>();
+template const kernels::SpgemmKernels<bf16, float>& spgemm_kernels<bf16, float>();
 
 }  // namespace trnsparse::dispatch

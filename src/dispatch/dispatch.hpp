@@ -1,12 +1,13 @@
 // Internal: the only code that names a backend. Each function returns the kernels of the
 // active instruction set (runtime.hpp) for the contract of kernels/ (products.hpp, cg.hpp,
-// attention.hpp), from tables built once per ISA; where the CPU backend has no kernel of
+// attention.hpp, spgemm.hpp), from tables built once per ISA; where the CPU backend has no kernel of
 // its own, the entry is the reference backend's.
 #pragma once
 
 #include "kernels/attention.hpp"
 #include "kernels/cg.hpp"
 #include "kernels/products.hpp"
+#include "kernels/spgemm.hpp"
 
 namespace trnsparse::dispatch {
 
@@ -31,5 +32,8 @@ const kernels::CgKernels<T>& cg_kernels();
 /// double: the reference kernels on every ISA.
 template <class T>
 const kernels::AttentionKernels<T>& attention_kernels();
+/// (TA, TC) in {(float, float), (double, double), (bf16, float)}.
+template <class TA, class TC>
+const kernels::SpgemmKernels<TA, TC>& spgemm_kernels();
 
 }  // namespace trnsparse::dispatch

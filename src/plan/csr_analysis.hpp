@@ -1,11 +1,13 @@
 // Internal: what is worth computing once per CSR structure and reusing for every call:
 // the column indices in 32 bits, the fixed chunking of the symmetric half-storage
-// product and the transposed pattern.
+// product, the transposed pattern, and the structure as a block-size-1 BsrStructure
+// (the key of SpGEMM plans).
 // A CsrMatrix owns one CsrAnalyses (shared by its copies, whose structure is the same);
 // each analysis is built on first use, thread-safely.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -60,12 +62,20 @@ public:
   const SymmetricChunks& symmetric(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,
                                    Triangle uplo);
   const BscView& transposed(index_t rows, index_t cols, std::span<const index_t> ptr, std::span<const index_t> idx);
+  /// The structure as a BsrStructure of block size 1 (a copy of the indices, with its
+  /// fingerprint): SpGEMM plans are cached by such structures for CSR and BSR alike.
+  const std::shared_ptr<const BsrStructure>& pattern(index_t rows, index_t cols, std::span<const index_t> ptr,
+                                                     std::span<const index_t> idx);
+  /// Takes `s` (equal to the structure) as the pattern unless one is built: a product's
+  /// result shares its plan's output structure, so a product of it finds the plan's.
+  void adopt_pattern(std::shared_ptr<const BsrStructure> s);
 
 private:
-  std::once_flag compact_once_, upper_once_, lower_once_, transposed_once_;
+  std::once_flag compact_once_, upper_once_, lower_once_, transposed_once_, pattern_once_;
   std::vector<std::int32_t> compact_;
   SymmetricChunks upper_, lower_;
   BscView transposed_;
+  std::shared_ptr<const BsrStructure> pattern_;
 };
 
 }  // namespace trnsparse::detail

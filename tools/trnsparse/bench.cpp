@@ -1,5 +1,5 @@
 /// @file bench.cpp
-/// `trnsparse bench --section bsr|csr|spmv|attn|solve|screen|load [--size N,..] [--widths K,..] [--head-dims D,..]
+/// `trnsparse bench --section bsr|csr|spmv|attn|solve|screen|load|spgemm [--size N,..] [--widths K,..] [--head-dims D,..]
 /// [--densities D,..] [--dtype fp32|fp64|bf16] [--block-size B] [--reps R]
 /// [--threads T] [--poisson N] [--matrix FILE]... [--problem SPEC,..] [--json]`: trnsparse next to its
 /// baselines (OpenBLAS, Eigen, the reference kernels, STREAM, the FMA peak) on the same
@@ -71,9 +71,9 @@ Subcommand add_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Benchmark trnsparse against OpenBLAS, Eigen and its reference kernels");
   cmd->add_option("--section", options->section,
                   "bsr (block-sparse SpMM), csr (CSR SpMM), spmv, attn (block-sparse attention), solve (CG) "
-                  "screen (screened SpMM) or load (small products with a busy process beside them, default threads "
-                  "against one)")
-      ->check(CLI::IsMember({"bsr", "csr", "spmv", "attn", "solve", "screen", "load", "dense-child"}));
+                  "screen (screened SpMM), load (small products with a busy process beside them, default threads "
+                  "against one) or spgemm (A² of each --problem and --matrix against Eigen and PETSc MatMatMult)")
+      ->check(CLI::IsMember({"bsr", "csr", "spmv", "attn", "solve", "screen", "load", "spgemm", "dense-child"}));
   cmd->add_option("--size", options->sizes, "Matrix sizes n (n x n)")->delimiter(',');
   cmd->add_option("--widths", options->widths, "Columns of the dense operand")->delimiter(',');
   cmd->add_option("--head-dims", options->head_dims, "attn: head dimensions")->delimiter(',');
@@ -87,12 +87,12 @@ Subcommand add_bench(CLI::App& app) {
   cmd->add_option("--poisson", options->poisson_n, "spmv, solve, load: edge of the 3D Poisson grid")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--matrix", options->matrices,
-                  "spmv: Matrix Market files to add; bsr: run the problem mode on them")
+                  "spmv: Matrix Market files to add; bsr: run the problem mode on them; spgemm: square them")
       ->check(CLI::ExistingFile);
   cmd->add_option("--problem", options->problems,
                   "bsr: the problem mode on named matrices (elasticity3d:N, block_stencil3d:N[:F], poisson3d:N, "
                   "random_blocks:N:B:DENSITY): every format the advisor weighs, timed, next to Eigen CSR and "
-                  "PETSc BAIJ")
+                  "PETSc BAIJ; spgemm: square them")
       ->delimiter(',');
   add_json_flag(*cmd, *json);
   return {cmd, [options, json] {

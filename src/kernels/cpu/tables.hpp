@@ -1,15 +1,17 @@
 // The CPU backend's kernel tables: one set per instruction set, each compiled in its own
 // translation unit with its own flags (scalar/, avx2/, avx512/, avx512bf16/), implementing
-// the contract of kernels/products.hpp, kernels/cg.hpp and kernels/attention.hpp. Only
-// dispatch/ names them.
+// the contract of kernels/products.hpp, kernels/cg.hpp, kernels/attention.hpp and
+// kernels/spgemm.hpp. Only dispatch/ names them.
 //   products, for (TA, TY) in {(float, float), (double, double), (bf16, float), (bf16, bf16)};
 //   BSR SDDMM for T in {float, double, bf16}; CSR SDDMM (CsrKernels::sddmm) and CG passes
-//   for T in {float, double}; attention for T in {float, bf16}.
+//   for T in {float, double}; attention for T in {float, bf16}; SpGEMM for (TA, TC) in
+//   {(float, float), (double, double), (bf16, float)}.
 #pragma once
 
 #include "kernels/attention.hpp"
 #include "kernels/cg.hpp"
 #include "kernels/products.hpp"
+#include "kernels/spgemm.hpp"
 
 namespace trnsparse::kernels::cpu {
 
@@ -21,6 +23,7 @@ namespace trnsparse::kernels::cpu {
   template <class TA, class TY> CsrKernels<TA, TY> csr_kernels();             \
   template <class T> CgKernels<T> cg_kernels();                               \
   template <class T> AttentionKernels<T> attention_kernels();                 \
+  template <class TA, class TC> SpgemmKernels<TA, TC> spgemm_kernels();       \
   }
 TRNSPARSE_ISA_TABLES(scalar)
 TRNSPARSE_ISA_TABLES(avx2)

@@ -1,0 +1,67 @@
+// The kernel contract of the sparse × sparse product (SpGEMM, Gustavson's row-wise
+// algorithm): the numeric phase as plain arrays, and the table a backend provides. The
+// symbolic phase (which entries C has) is index work only and lives with the plan
+// (plan/spgemm_plan.cpp); a kernel fills the values of a structure it is given.
+//
+// Both operands are seen as compressed rows: the left one, L, over C's rows and the
+// right one, R, over C's columns. A transposed operand is its transposed view (BscView:
+// rows of Lᵀ are columns of L) with `perm` mapping a position of the view to the stored
+// entry and, for blocks, `trans` reading each b x b block transposed. So one kernel
+// computes A·B, Aᵀ·B and A·Bᵀ, and the gradients of A·B sampled on A's or B's pattern.
+// Kernels allocate nothing and never throw; the caller owns the workspace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "trnsparse/types.hpp"
+
+namespace trnsparse::kernels {
+
+/// One operand as compressed rows of stored entries (b x b blocks, b = 1 for CSR).
+template <class T>
+struct SpgemmOperand {
+  const index_t* ptr;
+  const index_t* idx;
+  const std::int32_t* idx32;  // nullptr, or idx in 32 bits (read instead of idx)
+  const index_t* perm;        // nullptr: entry q's values at vals + q·b², else at vals + perm[q]·b²
+  bool trans;                 // blocks read transposed (b > 1)
+  const T* vals;
+  const double* norms;  // nullptr, or each stored block's Frobenius norm (indexed like vals)
+
+  [[nodiscard]] index_t column(index_t q) const { return idx32 ? index_t{idx32[q]} : idx[q]; }
+  [[nodiscard]] index_t slot(index_t q) const { return perm ? perm[q] : q; }
+};
+
+/// C's values (row-major b x b blocks, in C's storage order) for rows [r0, r1) of
+///     C(i, j) = Σ over L's entries (i, k) in storage order, then R's entries (k, j) in
+///               storage order, of L(i, k) · R(k, j)
+/// accumulated in TC (acc_t of the operands) from zero; a block product sums
+/// L(r, t)·R(t, c) over t ascending. Every (i, j) the sum reaches lies in C's row i,
+/// unless `sampled`: then C's structure is any pattern (a gradient's), and terms landing
+/// outside it are skipped. With norms on both operands, a block product whose bound
+/// ‖L_ik‖·‖R_kj‖ is at or below `skip` is left out (the filtered multiply of DBCSR).
+template <class TA, class TC>
+struct SpgemmProduct {
+  index_t b;      // block size, 1 for CSR
+  index_t cols;   // (block) columns of C: positions the workspace maps
+  SpgemmOperand<TA> L;
+  SpgemmOperand<TA> R;
+  const index_t* c_ptr;
+  const index_t* c_idx;
+  TC* c_vals;
+  bool sampled;
+  double skip;  // used only with L.norms and R.norms
+};
+
+template <class TA, class TC>
+struct SpgemmKernels {
+  /// Bytes of one thread's workspace (the column → position map).
+  std::size_t (*workspace_bytes)(const SpgemmProduct<TA, TC>&);
+  /// Prepares a workspace of workspace_bytes once per call, before any rows.
+  void (*prepare)(const SpgemmProduct<TA, TC>&, void* workspace);
+  /// Computes the values of C's rows [r0, r1).
+  void (*numeric)(const SpgemmProduct<TA, TC>&, void* workspace, index_t r0, index_t r1);
+};
+
+}  // namespace trnsparse::kernels

@@ -1,0 +1,307 @@
+// Sparse × sparse products: validate → plan (symbolic, cached) → numeric kernel →
+// optional drop filter.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/spgemm.hpp"
+#include "plan/csr_analysis.hpp"
+#include "runtime/value.hpp"
+#include "trnsparse/convert.hpp"
+#include "trnsparse/spgemm.hpp"
+
+namespace trnsparse {
+
+namespace {
+
+using detail::concat;
+
+template <Value T>
+std::string describe(const CsrMatrix<T>& A, const CsrMatrix<T>& B) {
+  return concat("A is ", A.rows(), " x ", A.cols(), " (CSR), B is ", B.rows(), " x ", B.cols(), " (CSR)");
+}
+template <Value T>
+std::string describe(const BsrMatrix<T>& A, const BsrMatrix<T>& B) {
+  return detail::describe_operands(A.structure(), B.structure());
+}
+
+const char* form_name(SpgemmForm form) {
+  switch (form) {
+    case SpgemmForm::a_b: return "multiply";
+    case SpgemmForm::at_b: return "multiply (Aᵀ·B)";
+    case SpgemmForm::a_bt: return "multiply_transposed";
+  }
+  return "multiply";
+}
+
+void check_tolerance(const char* who, double tol, const std::string& operands) {
+  if (!(tol >= 0.0))
+    throw InvalidArgument(concat(who, ": drop_tolerance = ", tol, " must be >= 0 (and not NaN): ", operands));
+}
+
+template <Value T>
+const std::shared_ptr<const BsrStructure>& structure_of(const CsrMatrix<T>& A) {
+  return detail::csr_pattern(A);
+}
+template <Value T>
+const std::shared_ptr<const BsrStructure>& structure_of(const BsrMatrix<T>& A) {
+  return A.structure_ptr();
+}
+
+/// The 32-bit column indices the CSR kernel reads for a right operand read by rows.
+template <Value T>
+const std::int32_t* right_idx32(const CsrMatrix<T>& B, bool transposed) {
+  return transposed ? nullptr : detail::analyses(B).compact(B.cols(), B.col_indices());
+}
+template <Value T>
+const std::int32_t* right_idx32(const BsrMatrix<T>&, bool) {
+  return nullptr;
+}
+
+/// Each stored block's Frobenius norm, in double (the filtered multiply's bounds).
+template <Value T>
+std::vector<double> block_norms(const BsrMatrix<T>& A) {
+  const index_t bb = A.block_size() * A.block_size();
+  std::vector<double> n = detail::make_vector<double>(A.n_blocks(), "multiply: block norms");
+  const auto v = A.blocks();
+  for (index_t q = 0; q < A.n_blocks(); ++q) {
+    double s = 0.0;
+    for (index_t e = 0; e < bb; ++e) {
+      const double x = static_cast<double>(detail::widen(v[q * bb + e]));
+      s += x * x;
+    }
+    n[q] = std::sqrt(s);
+  }
+  return n;
+}
+
+/// C's entries (bb values each) kept by the drop rule: !(norm <= tol), NaN kept.
+template <class TC>
+bool kept(const TC* v, index_t bb, double tol) {
+  double s = 0.0;
+  for (index_t e = 0; e < bb; ++e) s += static_cast<double>(v[e]) * static_cast<double>(v[e]);
+  return !(std::sqrt(s) <= tol);
+}
+
+/// Compressed rows of C with the entries at or below `tol` left out.
+template <class TC>
+struct Filtered {
+  std::vector<index_t> ptr, idx;
+  std::vector<TC> vals;
+};
+template <class TC>
+Filtered<TC> filter(const BsrStructure& c, const std::vector<TC>& vals, double tol) {
+  const index_t bb = c.block_size() * c.block_size();
+  const auto ptr = c.block_row_ptr();
+  const auto idx = c.block_col_indices();
+  Filtered<TC> f;
+  f.ptr = detail::make_vector<index_t>(c.block_rows() + 1, "multiply: row pointers");
+  for (index_t i = 0; i < c.block_rows(); ++i) {
+    for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
+      const TC* v = vals.data() + e * bb;
+      if (!kept(v, bb, tol)) continue;
+      f.idx.push_back(idx[e]);
+      f.vals.insert(f.vals.end(), v, v + bb);
+    }
+    f.ptr[i + 1] = static_cast<index_t>(f.idx.size());
+  }
+  return f;
+}
+
+}  // namespace
+
+// ---- SpgemmPlan: numeric phase ----------------------------------------------------------
+
+template <Value T>
+bool SpgemmPlan::applies_to(const CsrMatrix<T>& A, const CsrMatrix<T>& B) const {
+  return a_->same_structure(detail::csr_pattern(A)) && b_->same_structure(detail::csr_pattern(B));
+}
+template <Value T>
+bool SpgemmPlan::applies_to(const BsrMatrix<T>& A, const BsrMatrix<T>& B) const {
+  return a_->same_structure(A.structure_ptr()) && b_->same_structure(B.structure_ptr());
+}
+
+namespace {
+
+/// The numeric phase of `plan` for A and B into `out` (stored() · b² values), with the
+/// filtered multiply's bounds when `skip` > 0 (BSR).
+template <class Matrix, class TC>
+void numeric_into(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, TC* out, double skip) {
+  const std::string who = form_name(plan.form());
+  if (!plan.applies_to(A, B))
+    throw InvalidArgument(concat(who, ": the operands' structures are not the plan's: ", describe(A, B)));
+  using T = detail::value_of<Matrix>;
+  const bool left_t = plan.form() == SpgemmForm::at_b, right_t = plan.form() == SpgemmForm::a_bt;
+  std::vector<double> na, nb;
+  if constexpr (std::is_same_v<Matrix, BsrMatrix<T>>)
+    if (skip > 0.0) {
+      na = block_norms(A);
+      nb = block_norms(B);
+    }
+  const BsrStructure& c = *plan.structure();
+  const kernels::SpgemmProduct<T, TC> prob{
+      .b = c.block_size(),
+      .cols = c.block_cols(),
+      .L = detail::spgemm_operand(plan.left(), left_t, detail::stored_values(A).data(), nullptr, na.empty() ? nullptr : na.data()),
+      .R = detail::spgemm_operand(plan.right(), right_t, detail::stored_values(B).data(), right_idx32(B, right_t),
+                                  nb.empty() ? nullptr : nb.data()),
+      .c_ptr = c.block_row_ptr().data(),
+      .c_idx = c.block_col_indices().data(),
+      .c_vals = out,
+      .sampled = false,
+      .skip = skip};
+  detail::run_spgemm(prob, plan.cost());
+}
+
+template <class TC, class Matrix>
+void check_output(const char* who, const SpgemmPlan& plan, const Matrix& A, const Matrix& B, std::span<TC> values) {
+  const index_t bb = plan.structure()->block_size() * plan.structure()->block_size();
+  detail::check_dim(static_cast<index_t>(values.size()), plan.stored() * bb, who, "values", "elements",
+                    "stored() * b * b");
+  const auto a = detail::stored_values(A), b = detail::stored_values(B);
+  detail::check_no_alias(a.data(), a.size_bytes(), values.data(), values.size_bytes(), who, "A", "values");
+  detail::check_no_alias(b.data(), b.size_bytes(), values.data(), values.size_bytes(), who, "B", "values");
+}
+
+}  // namespace
+
+template <Value T>
+void SpgemmPlan::numeric(const CsrMatrix<T>& A, const CsrMatrix<T>& B, std::span<acc_t<T>> values) const {
+  check_output("SpgemmPlan::numeric", *this, A, B, values);
+  numeric_into(*this, A, B, values.data(), 0.0);
+}
+template <Value T>
+void SpgemmPlan::numeric(const BsrMatrix<T>& A, const BsrMatrix<T>& B, std::span<acc_t<T>> values) const {
+  check_output("SpgemmPlan::numeric", *this, A, B, values);
+  numeric_into(*this, A, B, values.data(), 0.0);
+}
+
+template <Value T>
+CsrMatrix<acc_t<T>> SpgemmPlan::multiply(const CsrMatrix<T>& A, const CsrMatrix<T>& B, double drop_tolerance) const {
+  using TC = acc_t<T>;
+  check_tolerance(form_name(form_), drop_tolerance, describe(A, B));
+  const BsrStructure& c = *c_;
+  std::vector<TC> vals = detail::make_vector<TC>(stored(), "multiply: C's values");
+  numeric_into(*this, A, B, vals.data(), 0.0);
+  if (drop_tolerance > 0.0) {
+    Filtered<TC> f = filter(c, vals, drop_tolerance);
+    return CsrMatrix<TC>(c.rows(), c.cols(), std::move(f.ptr), std::move(f.idx), std::move(f.vals));
+  }
+  const auto ptr = c.block_row_ptr();
+  const auto idx = c.block_col_indices();
+  CsrMatrix<TC> C(c.rows(), c.cols(), {ptr.begin(), ptr.end()}, {idx.begin(), idx.end()}, std::move(vals));
+  detail::analyses(C).adopt_pattern(c_);
+  return C;
+}
+
+template <Value T>
+BsrMatrix<acc_t<T>> SpgemmPlan::multiply(const BsrMatrix<T>& A, const BsrMatrix<T>& B, double drop_tolerance) const {
+  using TC = acc_t<T>;
+  check_tolerance(form_name(form_), drop_tolerance, describe(A, B));
+  const BsrStructure& c = *c_;
+  const index_t bb = c.block_size() * c.block_size();
+  std::vector<TC> vals = detail::make_vector<TC>(stored() * bb, "multiply: C's blocks");
+  numeric_into(*this, A, B, vals.data(), drop_tolerance);
+  if (drop_tolerance > 0.0) {
+    Filtered<TC> f = filter(c, vals, drop_tolerance);
+    return BsrMatrix<TC>(BsrStructure::make(c.rows(), c.cols(), c.block_size(), std::move(f.ptr), std::move(f.idx)),
+                         std::move(f.vals));
+  }
+  return BsrMatrix<TC>(c_, std::move(vals));
+}
+
+// ---- the products ----------------------------------------------------------------------
+
+template <Value T>
+std::shared_ptr<const SpgemmPlan> spgemm_plan(const CsrMatrix<T>& A, const CsrMatrix<T>& B, SpgemmForm form) {
+  const auto& a = detail::csr_pattern(A);
+  const auto& b = detail::csr_pattern(B);
+  detail::check_spgemm_operands(form_name(form), *a, *b, form, describe(A, B));
+  return detail::cached_spgemm_plan(a, b, form);
+}
+template <Value T>
+std::shared_ptr<const SpgemmPlan> spgemm_plan(const BsrMatrix<T>& A, const BsrMatrix<T>& B, SpgemmForm form) {
+  detail::check_spgemm_operands(form_name(form), A.structure(), B.structure(), form, describe(A, B));
+  return detail::cached_spgemm_plan(A.structure_ptr(), B.structure_ptr(), form);
+}
+
+namespace {
+
+template <class Matrix>
+auto product(const Matrix& A, const Matrix& B, SpgemmForm form, double drop_tolerance) {
+  const std::string operands = describe(A, B);
+  check_tolerance(form_name(form), drop_tolerance, operands);
+  return spgemm_plan(A, B, form)->multiply(A, B, drop_tolerance);
+}
+
+}  // namespace
+
+template <Value T>
+CsrMatrix<acc_t<T>> multiply(const CsrMatrix<T>& A, const CsrMatrix<T>& B, double drop_tolerance) {
+  return product(A, B, SpgemmForm::a_b, drop_tolerance);
+}
+template <Value T>
+BsrMatrix<acc_t<T>> multiply(const BsrMatrix<T>& A, const BsrMatrix<T>& B, double drop_tolerance) {
+  return product(A, B, SpgemmForm::a_b, drop_tolerance);
+}
+template <Value T>
+CsrMatrix<acc_t<T>> multiply_transposed(const CsrMatrix<T>& A, const CsrMatrix<T>& B, double drop_tolerance) {
+  return product(A, B, SpgemmForm::a_bt, drop_tolerance);
+}
+template <Value T>
+BsrMatrix<acc_t<T>> multiply_transposed(const BsrMatrix<T>& A, const BsrMatrix<T>& B, double drop_tolerance) {
+  return product(A, B, SpgemmForm::a_bt, drop_tolerance);
+}
+
+namespace {
+
+template <class Matrix>
+auto triple(const Matrix& P, const Matrix& A, double drop_tolerance) {
+  const std::string operands = concat("P is ", P.rows(), " x ", P.cols(), ", A is ", A.rows(), " x ", A.cols());
+  check_tolerance("galerkin", drop_tolerance, operands);
+  if (A.rows() != A.cols() || A.cols() != P.rows())
+    throw DimensionMismatch(concat("galerkin: Pᵀ·A·P needs a square A with A.cols() == P.rows(): ", operands));
+  const auto AP = product(A, P, SpgemmForm::a_b, 0.0);
+  using TC = detail::value_of<std::remove_cvref_t<decltype(AP)>>;
+  using T = detail::value_of<Matrix>;
+  if constexpr (std::is_same_v<T, TC>) {
+    return product(P, AP, SpgemmForm::at_b, drop_tolerance);
+  } else {
+    return product(cast<TC>(P), AP, SpgemmForm::at_b, drop_tolerance);
+  }
+}
+
+}  // namespace
+
+template <Value T>
+CsrMatrix<acc_t<T>> galerkin(const CsrMatrix<T>& P, const CsrMatrix<T>& A, double drop_tolerance) {
+  return triple(P, A, drop_tolerance);
+}
+template <Value T>
+BsrMatrix<acc_t<T>> galerkin(const BsrMatrix<T>& P, const BsrMatrix<T>& A, double drop_tolerance) {
+  if (P.block_size() != A.block_size())
+    throw InvalidArgument(concat("galerkin: block sizes differ: P has ", P.block_size(), ", A has ", A.block_size()));
+  return triple(P, A, drop_tolerance);
+}
+
+#define TRNSPARSE_INSTANTIATE(T)                                                                                   \
+  template bool SpgemmPlan::applies_to(const CsrMatrix<T>&, const CsrMatrix<T>&) const;                          \
+  template bool SpgemmPlan::applies_to(const BsrMatrix<T>&, const BsrMatrix<T>&) const;                          \
+  template void SpgemmPlan::numeric(const CsrMatrix<T>&, const CsrMatrix<T>&, std::span<acc_t<T>>) const;        \
+  template void SpgemmPlan::numeric(const BsrMatrix<T>&, const BsrMatrix<T>&, std::span<acc_t<T>>) const;        \
+  template CsrMatrix<acc_t<T>> SpgemmPlan::multiply(const CsrMatrix<T>&, const CsrMatrix<T>&, double) const;     \
+  template BsrMatrix<acc_t<T>> SpgemmPlan::multiply(const BsrMatrix<T>&, const BsrMatrix<T>&, double) const;     \
+  template std::shared_ptr<const SpgemmPlan> spgemm_plan(const CsrMatrix<T>&, const CsrMatrix<T>&, SpgemmForm);  \
+  template std::shared_ptr<const SpgemmPlan> spgemm_plan(const BsrMatrix<T>&, const BsrMatrix<T>&, SpgemmForm);  \
+  template CsrMatrix<acc_t<T>> multiply(const CsrMatrix<T>&, const CsrMatrix<T>&, double);                       \
+  template BsrMatrix<acc_t<T>> multiply(const BsrMatrix<T>&, const BsrMatrix<T>&, double);                       \
+  template CsrMatrix<acc_t<T>> multiply_transposed(const CsrMatrix<T>&, const CsrMatrix<T>&, double);            \
+  template BsrMatrix<acc_t<T>> multiply_transposed(const BsrMatrix<T>&, const BsrMatrix<T>&, double);            \
+  template CsrMatrix<acc_t<T>> galerkin(const CsrMatrix<T>&, const CsrMatrix<T>&, double);                       \
+  template BsrMatrix<acc_t<T>> galerkin(const BsrMatrix<T>&, const BsrMatrix<T>&, double);
+TRNSPARSE_INSTANTIATE(float)
+TRNSPARSE_INSTANTIATE(double)
+TRNSPARSE_INSTANTIATE(bf16)
+#undef TRNSPARSE_INSTANTIATE
+
+}  // namespace trnsparse

@@ -1,0 +1,51 @@
+// Internal: the index work of SpGEMM shared by plans and gradients: operands as
+// compressed rows, the multiply-adds per output row, and the symbolic phase.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trnsparse/bsr.hpp"
+#include "trnsparse/spgemm.hpp"
+
+namespace trnsparse::detail {
+
+/// An operand's structure as compressed rows: its own rows, or its transposed view's.
+struct RowsView {
+  index_t rows;
+  const index_t* ptr;
+  const index_t* idx;
+};
+
+/// The left (L) and right (R) operands of `form` on structures a and b, as rows.
+struct FormViews {
+  RowsView L, R;
+  index_t rows, cols;                  // logical shape of C
+  index_t block_rows, block_cols;      // C's block grid
+};
+FormViews form_views(const BsrPlan& a, const BsrPlan& b, SpgemmForm form);
+
+/// Block products of each row of C = L·R as a prefix: cost[i] for rows [0, i) (the
+/// split of the rows over threads). O(stored entries of L).
+std::vector<index_t> spgemm_cost(const RowsView& L, const RowsView& R);
+
+/// "A is 4 x 5 (block size 2), B is 6 x 3 (block size 2)": both operands, for messages.
+std::string describe_operands(const BsrStructure& a, const BsrStructure& b);
+
+/// Checks the operands' shapes for `form` (inner dimensions, block sizes, C's columns
+/// within 32 bits). @throw DimensionMismatch, InvalidArgument, OverflowError naming both
+/// operands (`operands`).
+void check_spgemm_operands(const char* who, const BsrStructure& a, const BsrStructure& b, SpgemmForm form,
+                           const std::string& operands);
+
+/// The block-size-1 structure of a CSR matrix, built once per matrix structure.
+template <Value T>
+const std::shared_ptr<const BsrStructure>& csr_pattern(const CsrMatrix<T>& A);
+
+/// The cached plan of `form` for structures a and b (built on a miss).
+std::shared_ptr<const SpgemmPlan> cached_spgemm_plan(const std::shared_ptr<const BsrStructure>& a,
+                                                     const std::shared_ptr<const BsrStructure>& b, SpgemmForm form);
+
+}  // namespace trnsparse::detail

@@ -1,0 +1,390 @@
+// Sparse × sparse products (spgemm.hpp): against float64 dense products on random and
+// adversarial shapes, the CPU kernels against the reference kernel, the structure of
+// the symbolic phase, plans and their cache, drop tolerances, thread independence and
+// errors.
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "kernel_support.hpp"
+#include "kernels/reference/spgemm.hpp"
+#include "ops/spgemm.hpp"
+#include "trnsparse/spgemm.hpp"
+
+namespace trnsparse::test {
+namespace {
+
+using Pattern = std::set<std::pair<index_t, index_t>>;
+
+/// The pattern of a compressed-row structure.
+Pattern pattern_of(const BsrStructure& s) { return stored_blocks(s); }
+
+/// The structural product of two patterns: (i, j) for every (i, k) in a and (k, j) in b.
+Pattern structural_product(const Pattern& a, const Pattern& b) {
+  Pattern out;
+  for (const auto& [i, k] : a)
+    for (auto it = b.lower_bound({k, 0}); it != b.end() && it->first == k; ++it) out.emplace(i, it->second);
+  return out;
+}
+Pattern transposed(const Pattern& a) {
+  Pattern t;
+  for (const auto& [i, j] : a) t.emplace(j, i);
+  return t;
+}
+
+template <Value T>
+Pattern csr_pattern_of(const CsrMatrix<T>& A) {
+  Pattern p;
+  for (index_t i = 0; i < A.rows(); ++i)
+    for (index_t q = A.row_ptr()[i]; q < A.row_ptr()[i + 1]; ++q) p.emplace(i, A.col_indices()[q]);
+  return p;
+}
+
+/// |got - ref| <= γ(k + 1)·magnitude elementwise, γ(n) = n u / (1 - n u), u the unit
+/// roundoff of the accumulation (fp32 for float and bf16, fp64 for double); the
+/// operands are exact in it, so the only errors are the k products' and sums' roundings.
+template <Value T, class TC>
+::testing::AssertionResult near_product(const Dense<TC>& got, const Reference& ref) {
+  const double u = unit_roundoff<acc_t<T>>;
+  const double n = static_cast<double>(ref.inner + 1);
+  const double gamma = n * u / (1 - n * u);
+  for (index_t i = 0; i < got.rows(); ++i)
+    for (index_t j = 0; j < got.cols(); ++j) {
+      const double err = std::fabs(to_double(got(i, j)) - ref.value(i, j));
+      if (!(err <= gamma * ref.magnitude(i, j)))
+        return ::testing::AssertionFailure() << "(" << i << ", " << j << "): " << to_double(got(i, j)) << " vs "
+                                             << ref.value(i, j) << ", bound " << gamma * ref.magnitude(i, j);
+    }
+  return ::testing::AssertionSuccess();
+}
+
+/// A matrix's stored values, writable: a CSR's entries, a BSR's blocks.
+template <class Matrix>
+auto mutable_values(Matrix& M) {
+  if constexpr (requires { M.blocks(); }) return M.blocks();
+  else return M.values();
+}
+
+template <Value T>
+Dense<double> wide(const Dense<T>& d) {
+  return widen(d.view());
+}
+Dense<double> transposed_of(const Dense<double>& d) { return transpose_dense(d.view()); }
+
+Dense<double> zero_dense(index_t rows, index_t cols) { return Dense<double>(rows, cols); }
+
+template <class T>
+class SpgemmTyped : public Seeded<> {};
+TYPED_TEST_SUITE(SpgemmTyped, ValueTypes, TypeNames);
+
+/// Shapes of (A, B) pairs: every adversarial spec as A, times a B of ragged width.
+std::vector<std::pair<MatrixSpec, index_t>> product_shapes() {
+  std::vector<std::pair<MatrixSpec, index_t>> shapes;
+  const index_t widths[] = {0, 1, 7, 33};
+  index_t w = 0;
+  for (const MatrixSpec& spec : adversarial_specs()) shapes.emplace_back(spec, widths[w++ % 4]);
+  return shapes;
+}
+
+TYPED_TEST(SpgemmTyped, CsrMatchesDenseProductAndStructuralPattern) {
+  using T = TypeParam;
+  for (const auto& [spec, width] : product_shapes()) {
+    SCOPED_TRACE(spec.name + " times width " + std::to_string(width));
+    const Dense<T> a = random_dense<T>(this->rng, spec);
+    const Dense<T> b = random_dense<T>(this->rng, spec.cols, width, 0.3);
+    const CsrMatrix<T> A = csr_from_dense(a.view());
+    const CsrMatrix<T> B = csr_from_dense(b.view());
+    const auto C = multiply(A, B);
+    ASSERT_EQ(C.rows(), A.rows());
+    ASSERT_EQ(C.cols(), B.cols());
+    EXPECT_EQ(csr_pattern_of(C), structural_product(csr_pattern_of(A), csr_pattern_of(B)));
+    const Reference ref = reference_gemm(1.0, widen(a.view()), widen(b.view()), 0.0, zero_dense(0, 0));
+    EXPECT_TRUE(near_product<T>(dense_of(C), ref));
+  }
+}
+
+TYPED_TEST(SpgemmTyped, BsrMatchesDenseProductForEveryBlockPath) {
+  using T = TypeParam;
+  // The compiled small sizes, and sizes that run with b at run time (7, 16).
+  for (const index_t b : {2, 3, 4, 5, 6, 7, 8, 16}) {
+    for (const auto& [rows, inner, cols] : {std::tuple<index_t, index_t, index_t>{0, 5, 4}, {5, 0, 3}, {4, 6, 0},
+                                            {13, 11, 9}, {40, 37, 29}}) {
+      SCOPED_TRACE(::testing::Message() << "b " << b << ", " << rows << " x " << inner << " x " << cols);
+      const BsrMatrix<T> A = random_bsr<T>(this->rng, rows, inner, b);
+      const BsrMatrix<T> B = random_bsr<T>(this->rng, inner, cols, b);
+      const auto C = multiply(A, B);
+      EXPECT_EQ(pattern_of(C.structure()),
+                structural_product(pattern_of(A.structure()), pattern_of(B.structure())));
+      EXPECT_TRUE(padding_is_zero(C));
+      const Reference ref =
+          reference_gemm(1.0, wide(dense_of(A)), wide(dense_of(B)), 0.0, zero_dense(0, 0));
+      EXPECT_TRUE(near_product<T>(dense_of(C), ref));
+    }
+  }
+}
+
+TYPED_TEST(SpgemmTyped, TransposedFormsAndGalerkinMatchDense) {
+  using T = TypeParam;
+  const Dense<T> a = random_dense<T>(this->rng, 23, 17, 0.2);
+  const Dense<T> b = random_dense<T>(this->rng, 19, 17, 0.2);
+  const auto da = widen(a.view()), db = widen(b.view());
+  {
+    SCOPED_TRACE("CSR A·Bᵀ");
+    const auto C = multiply_transposed(csr_from_dense(a.view()), csr_from_dense(b.view()));
+    EXPECT_TRUE(near_product<T>(dense_of(C), reference_gemm(1.0, da, transpose_dense(db.view()), 0.0, da)));
+  }
+  for (const index_t bs : {1, 3, 4, 16}) {
+    SCOPED_TRACE(::testing::Message() << "BSR A·Bᵀ and A·Aᵀ, b " << bs);
+    const BsrMatrix<T> A = bsr_from_dense(a.view(), bs, this->rng, 0.2);
+    const BsrMatrix<T> B = bsr_from_dense(b.view(), bs, this->rng, 0.2);
+    const auto C = multiply_transposed(A, B);
+    EXPECT_TRUE(padding_is_zero(C));
+    EXPECT_TRUE(near_product<T>(dense_of(C), reference_gemm(1.0, da, transpose_dense(db.view()), 0.0, da)));
+    const auto G = multiply_transposed(A, A);
+    EXPECT_TRUE(near_product<T>(dense_of(G), reference_gemm(1.0, da, transpose_dense(da.view()), 0.0, da)));
+  }
+  // Pᵀ A P: the float64 reference of the two products, bounded by the first product's
+  // magnitudes carried through the second (each element's error is at most γ(2k + 2)
+  // times |P|ᵀ |A| |P|).
+  const Dense<T> p = random_dense<T>(this->rng, 21, 8, 0.3);
+  const Dense<T> s = random_dense<T>(this->rng, 21, 21, 0.2);
+  const auto dp = widen(p.view()), ds = widen(s.view());
+  const Reference ap = reference_gemm(1.0, ds, dp, 0.0, ds);
+  const Dense<double> pt = transpose_dense(dp.view());
+  Reference ref = reference_gemm(1.0, pt, ap.value, 0.0, ds);
+  Dense<double> abs_pt(pt.rows(), pt.cols());
+  for (index_t i = 0; i < pt.rows(); ++i)
+    for (index_t j = 0; j < pt.cols(); ++j) abs_pt(i, j) = std::fabs(pt(i, j));
+  ref.magnitude = reference_gemm(1.0, abs_pt, ap.magnitude, 0.0, ds).value;
+  ref.inner = 2 * ap.inner + 1;
+  EXPECT_TRUE(near_product<T>(dense_of(galerkin(csr_from_dense(p.view()), csr_from_dense(s.view()))), ref));
+  const BsrMatrix<T> P = bsr_from_dense(p.view(), 3, this->rng, 0.1);
+  const BsrMatrix<T> S = bsr_from_dense(s.view(), 3, this->rng, 0.1);
+  EXPECT_TRUE(near_product<T>(dense_of(galerkin(P, S)), ref));
+}
+
+/// The kernel problem of `plan` for A and B (plain form), as the ops build it.
+template <class Matrix, class TC>
+kernels::SpgemmProduct<detail::value_of<Matrix>, TC>
+problem_of(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, TC* out) {
+  const BsrStructure& c = *plan.structure();
+  return {.b = c.block_size(),
+          .cols = c.block_cols(),
+          .L = detail::spgemm_operand(plan.left(), false, detail::stored_values(A).data()),
+          .R = detail::spgemm_operand(plan.right(), false, detail::stored_values(B).data()),
+          .c_ptr = c.block_row_ptr().data(),
+          .c_idx = c.block_col_indices().data(),
+          .c_vals = out,
+          .sampled = false,
+          .skip = 0.0};
+}
+
+// The scalar ISA contracts no multiply-add into an FMA, as the reference does not: the
+// two sum in the same order, so they agree bit for bit. Other ISAs fuse multiply-adds:
+// within the rounding bound of the dense test.
+TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
+  using T = TypeParam;
+  using TC = acc_t<T>;
+  const RuntimeGuard guard;
+  for (const index_t b : {1, 3, 8, 9}) {
+    SCOPED_TRACE(::testing::Message() << "b " << b);
+    const BsrMatrix<T> A = random_bsr<T>(this->rng, 61, 50, b);
+    const BsrMatrix<T> B = random_bsr<T>(this->rng, 50, 45, b);
+    const auto plan = spgemm_plan(A, B);
+    const index_t n = plan->stored() * b * b;
+    std::vector<TC> want(static_cast<std::size_t>(n)), work(static_cast<std::size_t>(plan->structure()->block_cols() * b * b));
+    kernels::reference::spgemm_numeric(problem_of(*plan, A, B, want.data()), plan->structure()->block_rows(),
+                                       work.data());
+    for_each_isa([&](Isa isa) {
+      std::vector<TC> got(static_cast<std::size_t>(n));
+      plan->numeric(A, B, std::span<TC>(got));
+      if (isa == Isa::scalar) {
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(TC)), 0);
+      } else {
+        const double u = unit_roundoff<TC>;
+        for (std::size_t e = 0; e < got.size(); ++e)
+          ASSERT_NEAR(got[e], want[e], 64 * u * (1 + std::fabs(want[e]))) << "value " << e;
+      }
+    });
+  }
+}
+
+TEST(Spgemm, ThreadCountsGiveIdenticalBits) {
+  const RuntimeGuard guard;
+  const auto A = poisson3d<double>(20);
+  const auto Ab = to_bsr(A, 3);
+  for_each_isa([&](Isa) {
+    std::optional<std::vector<double>> csr, bsr, grad;
+    for (const int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      clear_spgemm_plan_cache();
+      const auto C = multiply(A, A);
+      const auto Cb = multiply(Ab, Ab);
+      std::vector<double> dA(static_cast<std::size_t>(A.nnz()));
+      multiply_backward(A, A, C, std::span<double>(dA), std::span<double>());
+      const std::vector<double> c(C.values().begin(), C.values().end()), cb(Cb.blocks().begin(), Cb.blocks().end());
+      if (!csr) {
+        csr = c;
+        bsr = cb;
+        grad = dA;
+        continue;
+      }
+      EXPECT_EQ(c, *csr) << threads << " threads";
+      EXPECT_EQ(std::memcmp(cb.data(), bsr->data(), cb.size() * sizeof(double)), 0) << threads << " threads";
+      EXPECT_EQ(std::memcmp(dA.data(), grad->data(), dA.size() * sizeof(double)), 0) << threads << " threads";
+    }
+  });
+}
+
+TEST(Spgemm, PlansAreCachedAndTheNumericPhaseRerunsAlone) {
+  clear_spgemm_plan_cache();
+  auto A = poisson3d<double>(6);
+  const auto B = poisson3d<double>(6);
+  const auto C = multiply(A, B);
+  EXPECT_EQ(spgemm_plan_cache_stats().misses, 1u);
+  // Equal structures built separately find the same plan.
+  const auto C2 = multiply(poisson3d<double>(6), B);
+  EXPECT_EQ(spgemm_plan_cache_stats().hits, 1u);
+  EXPECT_EQ(std::vector<double>(C2.values().begin(), C2.values().end()),
+            std::vector<double>(C.values().begin(), C.values().end()));
+  // New values, same structures: the numeric phase alone matches a full product.
+  for (double& v : A.values()) v *= 0.5;
+  const auto plan = spgemm_plan(A, B);
+  std::vector<double> vals(static_cast<std::size_t>(plan->stored()));
+  plan->numeric(A, B, std::span<double>(vals));
+  clear_spgemm_plan_cache();
+  const auto fresh = multiply(A, B);
+  EXPECT_EQ(vals, std::vector<double>(fresh.values().begin(), fresh.values().end()));
+  // A product of a result finds its structure by address (the result adopts the plan's).
+  const auto CC = multiply(fresh, fresh);
+  EXPECT_TRUE(spgemm_plan(fresh, fresh)->applies_to(fresh, fresh));
+  EXPECT_FALSE(spgemm_plan(A, B)->applies_to(fresh, B));
+  EXPECT_THROW(plan->numeric(fresh, B, std::span<double>(vals)), InvalidArgument);
+  std::vector<double> short_values(3);
+  EXPECT_THROW(plan->numeric(A, B, std::span<double>(short_values)), DimensionMismatch);
+  EXPECT_EQ(CC.rows(), A.rows());
+}
+
+TEST(Spgemm, CsrDropToleranceLeavesOutSmallEntries) {
+  Rng rng(base_seed() ^ 0x5f);
+  const Dense<double> a = random_dense<double>(rng, 30, 25, 0.2);
+  const Dense<double> b = random_dense<double>(rng, 25, 20, 0.2);
+  const auto A = csr_from_dense(a.view()), B = csr_from_dense(b.view());
+  const auto full = multiply(A, B);
+  const double tol = 0.05;
+  const auto C = multiply(A, B, tol);
+  CsrMatrix<double> want = full;
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<double> vals;
+  for (index_t i = 0; i < full.rows(); ++i) {
+    for (index_t q = full.row_ptr()[i]; q < full.row_ptr()[i + 1]; ++q)
+      if (std::fabs(full.values()[q]) > tol) {
+        idx.push_back(full.col_indices()[q]);
+        vals.push_back(full.values()[q]);
+      }
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  EXPECT_EQ(std::vector<index_t>(C.row_ptr().begin(), C.row_ptr().end()), ptr);
+  EXPECT_EQ(std::vector<index_t>(C.col_indices().begin(), C.col_indices().end()), idx);
+  EXPECT_EQ(std::vector<double>(C.values().begin(), C.values().end()), vals);
+}
+
+TEST(Spgemm, BsrDropToleranceSkipsBlockProductsByTheirNormBound) {
+  // A = [X Y], B = [Z; W] in 2 x 2 blocks, with ‖Y‖·‖W‖ below the tolerance: C = X·Z.
+  const auto s_a = BsrStructure::make(2, 4, 2, {0, 2}, {0, 1});
+  const auto s_b = BsrStructure::make(4, 2, 2, {0, 1, 2}, {0, 0});
+  const BsrMatrix<double> A(s_a, {1, 2, 3, 4, 1e-4, 0, 0, 1e-4});
+  const BsrMatrix<double> B(s_b, {5, 6, 7, 8, 1e-4, 0, 0, 1e-4});
+  const auto C = multiply(A, B, 1e-6);
+  ASSERT_EQ(C.n_blocks(), 1);
+  EXPECT_EQ(std::vector<double>(C.blocks().begin(), C.blocks().end()), (std::vector<double>{19, 22, 43, 50}));
+  // Blocks whose norm is at or below the tolerance are not stored.
+  const auto s_d = BsrStructure::make(4, 4, 2, {0, 1, 2}, {0, 1});
+  const BsrMatrix<double> D(s_d, {1, 0, 0, 1, 1e-3, 0, 0, 0});
+  const auto E = multiply(D, D, 1e-6);
+  EXPECT_EQ(E.n_blocks(), 1);
+  EXPECT_EQ(multiply(D, D).n_blocks(), 2);
+}
+
+TEST(Spgemm, ErrorsNameBothOperands) {
+  const CsrMatrix<double> A(3, 4), B(5, 2);
+  try {
+    (void)multiply(A, B);
+    ADD_FAILURE() << "no exception";
+  } catch (const DimensionMismatch& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("A is 3 x 4"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("B is 5 x 2"));
+  }
+  const BsrMatrix<float> P(BsrStructure::make(4, 4, 2, {0, 0, 0}, {}));
+  const BsrMatrix<float> Q(BsrStructure::make(4, 4, 4, {0, 0}, {}));
+  try {
+    (void)multiply(P, Q);
+    ADD_FAILURE() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("block size 2"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("block size 4"));
+  }
+  const CsrMatrix<double> S(4, 4);
+  EXPECT_THROW((void)multiply(S, S, -1.0), InvalidArgument);
+  EXPECT_THROW((void)multiply(S, S, std::nan("")), InvalidArgument);
+  EXPECT_THROW((void)multiply_transposed(A, B), DimensionMismatch);
+  EXPECT_THROW((void)galerkin(B, S), DimensionMismatch);
+  // C's columns are numbered in 32 bits within a row: a wider B is refused up front.
+  const CsrMatrix<double> wide(1, (index_t{1} << 31) + 1, {0, 1}, {5}, {1.0});
+  const CsrMatrix<double> one(1, 1, {0, 1}, {0}, {1.0});
+  try {
+    (void)multiply(one, wide);
+    ADD_FAILURE() << "no exception";
+  } catch (const OverflowError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("B is 1 x 2147483649"));
+  }
+}
+
+TEST(Spgemm, BackwardMatchesDenseGradients) {
+  Rng rng(base_seed() ^ 0x9a);
+  for (const index_t b : {1, 2, 3}) {
+    SCOPED_TRACE(::testing::Message() << "b " << b);
+    const Dense<double> a = random_dense<double>(rng, 14, 11, 0.3);
+    const Dense<double> bm = random_dense<double>(rng, 11, 9, 0.3);
+    const auto check = [&](const auto& A, const auto& B, const Dense<double>& dc,
+                           std::span<const double> dA, std::span<const double> dB) {
+      // dA = dC Bᵀ and dB = Aᵀ dC, read at the stored positions of A and B.
+      const Reference ga = reference_gemm(1.0, dc, transposed_of(wide(dense_of(B))), 0.0, dc);
+      const Reference gb = reference_gemm(1.0, transposed_of(wide(dense_of(A))), dc, 0.0, dc);
+      auto dA_m = A;
+      std::copy(dA.begin(), dA.end(), mutable_values(dA_m).begin());
+      auto dB_m = B;
+      std::copy(dB.begin(), dB.end(), mutable_values(dB_m).begin());
+      const auto got_a = dense_of(dA_m), got_b = dense_of(dB_m), pa = dense_of(A), pb = dense_of(B);
+      for (index_t i = 0; i < got_a.rows(); ++i)
+        for (index_t j = 0; j < got_a.cols(); ++j)
+          if (pa(i, j) != 0.0) {
+            EXPECT_NEAR(got_a(i, j), ga.value(i, j), 1e-12) << "dA(" << i << ", " << j << ")";
+          }
+      for (index_t i = 0; i < got_b.rows(); ++i)
+        for (index_t j = 0; j < got_b.cols(); ++j)
+          if (pb(i, j) != 0.0) {
+            EXPECT_NEAR(got_b(i, j), gb.value(i, j), 1e-12) << "dB(" << i << ", " << j << ")";
+          }
+    };
+    if (b == 1) {
+      const auto A = csr_from_dense(a.view()), B = csr_from_dense(bm.view());
+      auto dC = multiply(A, B);
+      for (double& v : dC.values()) v = rng.uniform(-1, 1);
+      std::vector<double> dA(static_cast<std::size_t>(A.nnz())), dB(static_cast<std::size_t>(B.nnz()));
+      multiply_backward(A, B, dC, std::span<double>(dA), std::span<double>(dB));
+      check(A, B, dense_of(dC), dA, dB);
+    } else {
+      const auto A = bsr_from_dense(a.view(), b, rng, 0.2), B = bsr_from_dense(bm.view(), b, rng, 0.2);
+      auto dC = multiply(A, B);
+      for (double& v : dC.blocks()) v = rng.uniform(-1, 1);
+      const BsrMatrix<double> dCz(dC.structure_ptr(), std::vector<double>(dC.blocks().begin(), dC.blocks().end()));
+      std::vector<double> dA(A.blocks().size()), dB(B.blocks().size());
+      multiply_backward(A, B, dCz, std::span<double>(dA), std::span<double>(dB));
+      check(A, B, dense_of(dCz), dA, dB);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trnsparse::test
