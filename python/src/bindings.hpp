@@ -13,6 +13,7 @@ void bind_formats(pybind11::module_& m);     // formats.cpp: Csr and Bsr handles
 void bind_generators(pybind11::module_& m);  // generators.cpp: poisson3d, random_blocks, named problems
 void bind_products(pybind11::module_& m);    // products.cpp: spmv, spmm, algebra, bsr_spmm
 void bind_solvers(pybind11::module_& m);     // solvers.cpp: CG, Chebyshev, Richardson, power iteration
+void bind_linear(pybind11::module_& m);      // linear.cpp: the block-sparse linear layer's kernels
 void bind_screening(pybind11::module_& m);   // screening.cpp: screened_spmm and its backward
 void bind_attention(pybind11::module_& m);   // attention.cpp: AttentionMask, builders, forward, backward
 void bind_advisor(pybind11::module_& m);     // advisor.cpp: choose_format
