@@ -212,13 +212,16 @@ class BlockSparseLinear(torch.nn.Module):
         return padded.permute(0, 2, 1, 3).reshape(R * b, C * b)[:self.out_features, :self.in_features].clone()
 
     def relayout(self, layout: torch.Tensor, optimizer: torch.optim.Optimizer | None = None) -> None:
-        """Moves the weight to `layout`: blocks stored in both keep their values (and, with
-        `optimizer`, their optimizer state: SGD momentum, Adam's moments, any per-element
-        state of the weight's shape); new blocks start at zero, as does their state. The
-        parameter object stays the same, so the optimizer keeps updating it."""
+        """Moves the weight to `layout`: blocks stored in both keep their values (and their
+        gradient); new blocks start at zero. The weight becomes a new nn.Parameter (autograd
+        keeps the shape of a leaf it has seen, so the old one cannot change shape): pass the
+        `optimizer` that trains it, and the new parameter takes the old one's place in its
+        param group, with the old one's state moved along (SGD momentum, Adam's moments:
+        every per-element state of the weight's shape; new blocks' state zero)."""
         who = "BlockSparseLinear.relayout"
         layout = check_layout(layout, self.out_features, self.in_features, self.block_size, who)
-        if optimizer is not None and not any(p is self.weight for g in optimizer.param_groups for p in g["params"]):
+        old = self.weight
+        if optimizer is not None and not any(p is old for g in optimizer.param_groups for p in g["params"]):
             raise ValueError(f"{who}: optimizer does not hold this layer's weight")
         old_index = torch.full(self.layout.shape, -1, dtype=torch.int64)
         old_index[self.mask()] = torch.arange(self.n_blocks)
@@ -230,16 +233,18 @@ class BlockSparseLinear(torch.nn.Module):
             out[stay] = t[from_old[stay]]
             return out
 
-        old_shape = tuple(self.weight.shape)
         with torch.no_grad():
-            self.weight.data = moved(self.weight.data)
-            if self.weight.grad is not None:
-                self.weight.grad = moved(self.weight.grad)
+            weight = torch.nn.Parameter(moved(old.detach()), requires_grad=old.requires_grad)
+            if old.grad is not None:
+                weight.grad = moved(old.grad)
         if optimizer is not None:
-            state = optimizer.state.get(self.weight, {})
-            for k, v in state.items():
-                if isinstance(v, torch.Tensor) and tuple(v.shape) == old_shape:
-                    state[k] = moved(v)
+            for group in optimizer.param_groups:
+                group["params"] = [weight if p is old else p for p in group["params"]]
+            state = optimizer.state.pop(old, None)
+            if state is not None:
+                optimizer.state[weight] = {k: moved(v) if torch.is_tensor(v) and v.shape == old.shape else v
+                                           for k, v in state.items()}
+        self.weight = weight
         self.layout = layout.to(torch.uint8)
         self._handle = None
 

@@ -89,7 +89,8 @@ def test_relayout_keeps_the_values_and_optimizer_state_of_staying_blocks(make_op
     weight = layer.weight
     new = torch.tensor([[1, 0, 1], [0, 1, 1]], dtype=torch.bool)   # (0,0), (1,1), (1,2) stay; (0,2) new
     layer.relayout(new, opt)
-    assert layer.weight is weight and torch.equal(layer.mask(), new) and layer.n_blocks == 4
+    assert layer.weight is not weight and torch.equal(layer.mask(), new) and layer.n_blocks == 4
+    assert any(p is layer.weight for p in opt.param_groups[0]["params"]) and weight not in opt.state
     # Old order: (0,0) (0,1) (1,1) (1,2); new order: (0,0) (0,2) (1,1) (1,2).
     stay_old, stay_new = [0, 2, 3], [0, 2, 3]
     assert torch.equal(layer.weight[stay_new].detach(), before[stay_old])
@@ -98,8 +99,12 @@ def test_relayout_keeps_the_values_and_optimizer_state_of_staying_blocks(make_op
         moved = opt.state[layer.weight][k]
         assert torch.equal(moved[stay_new], v[stay_old]) and torch.equal(moved[1], torch.zeros(8, 8))
     opt.zero_grad()
+    loss = layer(torch.randn(4, 24)).sum()   # kept alive across the relayout below, as training loops do
+    loss.backward()
+    opt.step()   # the optimizer trains the new parameter
+    layer.relayout(torch.tensor([[1, 0, 0], [0, 0, 1]], dtype=torch.bool), opt)
     layer(torch.randn(4, 24)).sum().backward()
-    opt.step()   # the optimizer keeps working on the resized parameter
+    assert layer.weight.grad.shape == (2, 8, 8)
     with pytest.raises(ValueError, match="optimizer does not hold"):
         layer.relayout(new, make_opt([torch.nn.Parameter(torch.zeros(2))]))
     with pytest.raises(ts.ShapeError, match="layout has shape"):
@@ -118,7 +123,8 @@ def test_cubic_schedule_and_gradual_pruning():
     densities = []
     for _ in range(15):
         opt.zero_grad()
-        model(torch.randn(8, 64)).square().mean().backward()
+        loss = model(torch.randn(8, 64)).square().mean()
+        loss.backward()
         opt.step()
         before = [m.mask() for m in pruner.layers]
         pruner.step()
