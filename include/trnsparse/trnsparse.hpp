@@ -13,6 +13,7 @@
 #include "trnsparse/error.hpp"
 #include "trnsparse/generators.hpp"
 #include "trnsparse/io.hpp"
+#include "trnsparse/linear.hpp"
 #include "trnsparse/ops.hpp"
 #include "trnsparse/plan.hpp"
 #include "trnsparse/runtime.hpp"

@@ -17,6 +17,7 @@ PYBIND11_MODULE(_core, m) {
   bind_generators(m);
   bind_products(m);
   bind_spgemm(m);
+  bind_linear(m);
   bind_solvers(m);
   bind_screening(m);
   bind_attention(m);

@@ -14,7 +14,9 @@ sparse_attention runs the core's block-sparse attention on (batch, heads, seq, d
 tensors (float32, bfloat16, float64) with autograd: per-head masks, grouped-query heads,
 queries shorter than keys, and score modifiers (trnsparse.score: ALiBi, soft-capping).
 trnsparse.mask builds its masks (builders, stack, create_block_mask from a predicate);
-trnsparse.nn.MultiheadSparseAttention is the module. block_sparse_attention_tiled is
+trnsparse.nn.MultiheadSparseAttention is the module. trnsparse.nn.BlockSparseLinear is a
+block-sparse torch.nn.Linear (nn.sparsify converts a model's layers; trnsparse.prune picks
+layouts by block magnitude, GradualPruner on a cubic schedule). block_sparse_attention_tiled is
 0.6's single-head entry point. choose_format advises CSR or a BSR block size for a
 matrix's products on this machine (BSRMatrix.from_csr(A, "auto") converts with it).
 read_mtx and write_mtx read and write Matrix Market files with the core's reader and writer.
@@ -30,7 +32,7 @@ if _importlib_util.find_spec(f"{__name__}._core") is None:
         "Importing from the source tree (python/) finds only the pure-Python files: build the package with "
         "`make build` and use PYTHONPATH=build/python, or install it with `pip install --no-build-isolation .`")
 from . import _core  # noqa: E402 (after the check above)
-from . import mask, nn, score
+from . import mask, nn, prune, score
 from ._attention import AttentionMask, block_sparse_attention_tiled, sparse_attention
 from ._backend import HAS_NKI, get_backend, set_backend
 from ._advisor import choose_format
@@ -93,4 +95,6 @@ __all__ = [
     "richardson_bsr", "solve",
     # attention
     "AttentionMask", "block_sparse_attention_tiled", "mask", "nn", "score", "sparse_attention",
+    # block-sparse weights (nn.BlockSparseLinear, nn.sparsify)
+    "prune",
 ]

@@ -80,6 +80,11 @@ const kernels::CsrKernels<TA, TY>& csr_kernels() {
 }
 
 template <class T>
+kernels::ColumnSums<T> column_sums() {
+  return &reference::column_sums<T>;
+}
+
+template <class T>
 const kernels::CgKernels<T>& cg_kernels() {
   return per_isa<kernels::CgKernels<T>, &cpu::scalar::cg_kernels<T>, &cpu::avx2::cg_kernels<T>,
                  &cpu::avx512::cg_kernels<T>>();
@@ -121,6 +126,9 @@ TRNSPARSE_INSTANTIATE(bf16, bf16)
 template const kernels::SddmmKernels<float>& sddmm_kernels<float>();
 template const kernels::SddmmKernels<double>& sddmm_kernels<double>();
 template const kernels::SddmmKernels<bf16>& sddmm_kernels<bf16>();
+template kernels::ColumnSums<float> column_sums<float>();
+template kernels::ColumnSums<double> column_sums<double>();
+template kernels::ColumnSums<bf16> column_sums<bf16>();
 template const kernels::CgKernels<float>& cg_kernels<float>();
 template const kernels::CgKernels<double>& cg_kernels<double>();
 template const kernels::AttentionKernels<float>& attention_kernels<float>();

@@ -26,6 +26,10 @@ const kernels::SddmmKernels<T>& sddmm_kernels();
 /// For TA = TY, CsrKernels::sddmm is set for every value type (bf16: the reference's).
 template <class TA, class TY>
 const kernels::CsrKernels<TA, TY>& csr_kernels();
+/// The bias gradient's column sums: the reference's on every ISA (a streaming pass
+/// that the compiler vectorises across columns).
+template <class T>
+kernels::ColumnSums<T> column_sums();
 template <class T>
 const kernels::CgKernels<T>& cg_kernels();
 /// fp32 and bf16: the active ISA's (bf16 with AVX512-BF16: the vdpbf16ps kernels);

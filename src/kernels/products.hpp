@@ -28,6 +28,12 @@ namespace trnsparse::kernels {
 /// b x b; read transposed when `trans_a`) times the b rows of B starting at row idx[q] * b.
 /// `packs`, when set, flags the block rows of B some stored block reads (idx); pack
 /// skips the others, which compute never reads.
+/// A linear layer's products (Y = X Wᵀ + bias as Yᵀ = W Xᵀ, dX = dY W as dXᵀ = Wᵀ dYᵀ)
+/// hold the dense operands token by token: `b_transposed` reads B's element (i, c) at
+/// B[c * ldb + i] and `c_transposed` writes C's element (o, c) at C[c * ldc + o], so no
+/// transposed copy is made; `bias`, when set, adds bias[o] to every element of C's row
+/// o. The small-block kernels (kSmallBlockSizes) take none of the three: with any of
+/// them set, those block sizes run the packed tiling.
 template <class TA, class TY>
 struct BsrProduct {
   index_t b;              // block size
@@ -50,7 +56,12 @@ struct BsrProduct {
   index_t ldb;
   TY* C;
   index_t ldc;
+  bool b_transposed = false;
+  bool c_transposed = false;
+  const acc_t<TA>* bias = nullptr;
 
+  /// Whether B, C and the output are plain row-major arrays (no linear-layer layout).
+  [[nodiscard]] bool plain() const { return !b_transposed && !c_transposed && !bias; }
   /// Stored block q's block column (block row of B).
   [[nodiscard]] index_t column(index_t q) const { return idx32 ? index_t{idx32[q]} : idx[q]; }
   /// Stored block q's values.
@@ -86,7 +97,9 @@ struct BsrKernels {
 /// at (bi, bj), block_k = alpha * X[rows of bi] * Y[rows of bj]ᵀ + beta * block_k, the
 /// gradient of a BSR product with respect to its stored blocks. X: rows x width,
 /// Y: cols x width. Y is packed transposed per block column, then each thread computes
-/// the blocks of its block rows.
+/// the blocks of its block rows. `x_transposed` / `y_transposed` read X(r, k) at
+/// X[k * ldx + r] / Y(c, k) at Y[k * ldy + c]: a linear layer's weight gradient
+/// dW = dYᵀ X reads dY and X (tokens x features) in place that way.
 template <class T>
 struct BsrSampled {
   index_t b;
@@ -103,7 +116,14 @@ struct BsrSampled {
   const T* Y;
   index_t ldy;
   T* blocks;
+  bool x_transposed = false;
+  bool y_transposed = false;
 };
+
+/// out[c] = Σ_r A[r * lda + c] over rows r in order, in acc_t<T>, for columns [c0, c1):
+/// a linear layer's bias gradient (the column sums of dY).
+template <class T>
+using ColumnSums = void (*)(const T* A, index_t rows, index_t lda, acc_t<T>* out, index_t c0, index_t c1) noexcept;
 
 template <class T>
 struct SddmmKernels {

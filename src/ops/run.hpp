@@ -106,8 +106,8 @@ void run_bsr_product(const Kernels& k, const Problem& prob, index_t pack_units, 
     const index_t c1 = t + 1 == parts ? prob.width : units * (t + 1) / parts * kColumnGrain;
     Problem sub = prob;
     sub.width = c1 - c0;
-    sub.B += c0;
-    sub.C += c0;
+    sub.B += prob.b_transposed ? c0 * prob.ldb : c0;
+    sub.C += prob.c_transposed ? c0 * prob.ldc : c0;
     const std::size_t packed_bytes = round_to_line(k.packed_bytes(sub));
     std::byte* mem = thread_workspace(packed_bytes + round_to_line(k.workspace_bytes(sub)));
     k.pack(sub, mem, 0, pack_units);

@@ -133,6 +133,64 @@ void bsr_spmv_symmetric(const BsrArrays& A, const TA* blocks, bool upper, acc_t<
   for (index_t i = 0; i < n; ++i) store(y[i], alpha, work[i], beta);
 }
 
+template <Value TA, class TY>
+void linear_forward(const BsrArrays& W, const TA* blocks, index_t tokens, const TA* X, index_t ldx,
+                    const acc_t<TA>* bias, TY* Y, index_t ldy) noexcept {
+  const index_t b = W.block_size;
+  for (index_t t = 0; t < tokens; ++t)
+    for (index_t o = 0; o < W.rows; ++o) {
+      const index_t bi = o / b, r = o % b;
+      acc_t<TA> acc = 0;
+      for (index_t q = W.block_row_ptr[bi]; q < W.block_row_ptr[bi + 1]; ++q) {
+        const index_t j0 = W.block_col_idx[q] * b;
+        for (index_t c = 0; c < std::min(b, W.cols - j0); ++c)
+          acc += detail::widen(blocks[(q * b + r) * b + c]) * detail::widen(X[t * ldx + j0 + c]);
+      }
+      store(Y[t * ldy + o], acc_t<TA>(1), acc + (bias ? bias[o] : acc_t<TA>(0)), acc_t<TA>(0));
+    }
+}
+
+template <Value TA, class TY>
+void linear_backward_input(const BsrArrays& W, const TA* blocks, index_t tokens, const TA* dY, index_t lddy, TY* dX,
+                           index_t lddx, acc_t<TA>* work) noexcept {
+  const index_t b = W.block_size;
+  for (index_t t = 0; t < tokens; ++t) {
+    std::fill(work, work + W.cols, acc_t<TA>(0));
+    for (index_t bi = 0; bi < W.block_rows; ++bi)
+      for (index_t q = W.block_row_ptr[bi]; q < W.block_row_ptr[bi + 1]; ++q) {
+        const index_t j0 = W.block_col_idx[q] * b;
+        for (index_t r = 0; r < std::min(b, W.rows - bi * b); ++r)
+          for (index_t c = 0; c < std::min(b, W.cols - j0); ++c)
+            work[j0 + c] += detail::widen(blocks[(q * b + r) * b + c]) * detail::widen(dY[t * lddy + bi * b + r]);
+      }
+    for (index_t i = 0; i < W.cols; ++i) store(dX[t * lddx + i], acc_t<TA>(1), work[i], acc_t<TA>(0));
+  }
+}
+
+template <Value T>
+void linear_backward_weight(const BsrArrays& W, T* blocks, index_t tokens, const T* dY, index_t lddy, const T* X,
+                            index_t ldx) noexcept {
+  const index_t b = W.block_size;
+  for (index_t bi = 0; bi < W.block_rows; ++bi)
+    for (index_t q = W.block_row_ptr[bi]; q < W.block_row_ptr[bi + 1]; ++q) {
+      const index_t j0 = W.block_col_idx[q] * b;
+      for (index_t r = 0; r < std::min(b, W.rows - bi * b); ++r)
+        for (index_t c = 0; c < std::min(b, W.cols - j0); ++c) {
+          acc_t<T> acc = 0;
+          for (index_t t = 0; t < tokens; ++t)
+            acc += detail::widen(dY[t * lddy + bi * b + r]) * detail::widen(X[t * ldx + j0 + c]);
+          store(blocks[(q * b + r) * b + c], acc_t<T>(1), acc, acc_t<T>(0));
+        }
+    }
+}
+
+template <Value T>
+void column_sums(const T* A, index_t rows, index_t lda, acc_t<T>* out, index_t c0, index_t c1) noexcept {
+  std::fill(out + c0, out + c1, acc_t<T>(0));
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = c0; c < c1; ++c) out[c] += detail::widen(A[r * lda + c]);
+}
+
 template <Value T>
 void csr_sddmm_rows(const CsrProduct<T, T>& shape, const T* X, index_t ldx, const T* Y, index_t ldy, T* vals,
                     index_t r0, index_t r1) noexcept {
@@ -157,7 +215,11 @@ void symmetric_whole(const SymmetricProduct<TA, TY>& p, acc_t<TA>* work) noexcep
                                            const TA*, acc_t<TA>, TY*, acc_t<TA>*) noexcept;         \
   template void bsr_spmm_transposed<TA, TY>(const BsrArrays&, const TA*, index_t, acc_t<TA>, const TA*, index_t,  \
                                             acc_t<TA>, TY*, index_t, acc_t<TA>*) noexcept;       \
-  template void symmetric_whole<TA, TY>(const SymmetricProduct<TA, TY>&, acc_t<TA>*) noexcept;
+  template void symmetric_whole<TA, TY>(const SymmetricProduct<TA, TY>&, acc_t<TA>*) noexcept;              \
+  template void linear_forward<TA, TY>(const BsrArrays&, const TA*, index_t, const TA*, index_t,               \
+                                       const acc_t<TA>*, TY*, index_t) noexcept;                              \
+  template void linear_backward_input<TA, TY>(const BsrArrays&, const TA*, index_t, const TA*, index_t, TY*,   \
+                                              index_t, acc_t<TA>*) noexcept;
 TRNSPARSE_INSTANTIATE(float, float)
 TRNSPARSE_INSTANTIATE(double, double)
 TRNSPARSE_INSTANTIATE(bf16, float)
@@ -170,7 +232,10 @@ TRNSPARSE_INSTANTIATE(bf16, bf16)
   template void csr_sddmm<T>(index_t, index_t, const index_t*, const index_t*, T*, acc_t<T>, const T*, index_t,     \
                              const T*, index_t, acc_t<T>) noexcept;                                         \
   template void csr_sddmm_rows<T>(const CsrProduct<T, T>&, const T*, index_t, const T*, index_t, T*, index_t,      \
-                                  index_t) noexcept;
+                                  index_t) noexcept;                                                            \
+  template void linear_backward_weight<T>(const BsrArrays&, T*, index_t, const T*, index_t, const T*,            \
+                                          index_t) noexcept;                                                    \
+  template void column_sums<T>(const T*, index_t, index_t, acc_t<T>*, index_t, index_t) noexcept;
 TRNSPARSE_INSTANTIATE(float)
 TRNSPARSE_INSTANTIATE(double)
 TRNSPARSE_INSTANTIATE(bf16)

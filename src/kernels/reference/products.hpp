@@ -66,6 +66,32 @@ template <Value TA, class TY>
 void bsr_spmv_symmetric(const BsrArrays& A, const TA* blocks, bool upper, acc_t<TA> alpha, const TA* x,
                         acc_t<TA> beta, TY* y, acc_t<TA>* work) noexcept;
 
+// ---- a linear layer with block-sparse weight W (out x in) ------------------------------
+// Dense operands are token by token (tokens x features, row-major): X and dX have W.cols
+// features, Y and dY have W.rows.
+
+/// Y(t, o) = Σ over the stored blocks of o's block row, in storage order, of
+/// Σ_i X(t, i) W(o, i) over the block's logical columns, plus bias[o] (bias may be null).
+template <Value TA, class TY>
+void linear_forward(const BsrArrays& W, const TA* blocks, index_t tokens, const TA* X, index_t ldx,
+                    const acc_t<TA>* bias, TY* Y, index_t ldy) noexcept;
+
+/// dX(t, i) = Σ_o dY(t, o) W(o, i), summed over W's block rows, then rows within the
+/// block, in order (bsr_spmm_transposed's order). `work` holds W.cols acc_t values.
+template <Value TA, class TY>
+void linear_backward_input(const BsrArrays& W, const TA* blocks, index_t tokens, const TA* dY, index_t lddy, TY* dX,
+                           index_t lddx, acc_t<TA>* work) noexcept;
+
+/// Every stored block of dW (W's structure): dW(o, i) = Σ_t dY(t, o) X(t, i), tokens in
+/// order, on the block's logical part (padding untouched).
+template <Value T>
+void linear_backward_weight(const BsrArrays& W, T* blocks, index_t tokens, const T* dY, index_t lddy, const T* X,
+                            index_t ldx) noexcept;
+
+/// ColumnSums (kernels/products.hpp): out[c] = Σ_r A(r, c), rows in order.
+template <Value T>
+void column_sums(const T* A, index_t rows, index_t lda, acc_t<T>* out, index_t c0, index_t c1) noexcept;
+
 // The reference kernels in the contract's shapes (kernels/products.hpp), the entries
 // dispatch fills where the CPU backend has no kernel of its own.
 

@@ -5,7 +5,8 @@
 // That path needs an even block size (pairs never cross a block) and a non-transposed A
 // (pairs of A adjacent in memory). Small blocks (b <= 8, odd ones too) against 2 to 8
 // columns, and against one contiguous column (SpMV), run the small pair kernels below;
-// other cases run this TU's copy of the widening kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
+// other cases (a linear layer's decode among them) run this TU's copy of the widening
+// kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
 // outputs to zero, so a bf16 product's last bits depend on its path (its width, the
 // CPU's ISA), though never on the thread count.
 #include <immintrin.h>
@@ -32,7 +33,7 @@ static_assert(kPairNR == panel_width<bf16>(), "pair panels follow bsr_tile.inc's
 
 template <class TY>
 bool use_pairs(const BsrProduct<bf16, TY>& p) {
-  return p.width > 1 && p.b % 2 == 0 && !p.trans_a && !small_kernel(p);
+  return p.width > 1 && p.b % 2 == 0 && !p.trans_a && !small_kernel(p) && !decode_kernel(p);
 }
 
 // Small blocks (b <= 8) against at most 8 columns: a row of C per zmm register, its 16
@@ -94,11 +95,39 @@ void small_quads_pack(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, inde
   }
 }
 
+/// pairs_pack for a B given as Bᵀ (a linear layer's tokens x features): panel by panel,
+/// each token's features of this range (contiguous) go to their pair slots while the
+/// panel's rows stay in L2; rows past B's and columns past the width are zero.
+template <class TY>
+void pairs_pack_transposed(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, index_t r0, index_t r1) {
+  const index_t b = p.b, i1 = min_index(r1 * b, p.in_rows);
+  for (index_t jp = 0; jp * kPairNR < p.width; ++jp) {
+    const index_t c0 = jp * kPairNR, valid = min_index(kPairNR, p.width - c0);
+    for (index_t bj = r0; bj < r1; ++bj) {
+      if (p.packs && !p.packs[bj]) continue;
+      std::uint16_t* dst = packed + panel_offset<bf16>(p.in_block_rows, b, p.width, bj, jp);
+      const index_t end = i1 - bj * b > 0 ? min_index(b, i1 - bj * b) : 0;
+      for (index_t r = 0; r < b; ++r)
+        for (index_t c = r < end ? valid : 0; c < kPairNR; ++c) dst[(r & ~index_t{1}) * kPairNR + 2 * c + (r & 1)] = 0;
+    }
+    for (index_t c = 0; c < valid; ++c) {
+      const bf16* src = p.B + (c0 + c) * p.ldb;
+      for (index_t bj = r0; bj < r1 && bj * b < i1; ++bj) {
+        if (p.packs && !p.packs[bj]) continue;
+        std::uint16_t* dst = packed + panel_offset<bf16>(p.in_block_rows, b, p.width, bj, jp) + 2 * c;
+        const index_t end = min_index(b, i1 - bj * b);
+        for (index_t r = 0; r < end; ++r) dst[(r & ~index_t{1}) * kPairNR + (r & 1)] = src[bj * b + r].bits;
+      }
+    }
+  }
+}
+
 template <class TY>
 void pairs_pack(const BsrProduct<bf16, TY>& p, void* packed_v, index_t r0, index_t r1) {
   if (use_small_pairs(p)) return small_quads_pack(p, static_cast<std::uint16_t*>(packed_v), r0, r1);
   if (!use_pairs(p)) return pack(p, packed_v, r0, r1);
   auto* packed = static_cast<std::uint16_t*>(packed_v);
+  if (p.b_transposed) return pairs_pack_transposed(p, packed, r0, r1);
   for (index_t i = r0 * p.b; i < r1 * p.b; ++i) {  // row by row: B read in order, as pack()
     if (p.packs && !p.packs[i / p.b]) continue;
     const bf16* src = p.B + i * p.ldb;

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""trnsparse.nn.BlockSparseLinear against dense torch.nn.Linear in the same run.
+
+Prints one JSON object per line:
+  {"op": "fwd" | "fwd_bwd" | "decode", "impl": "trnsparse" | "torch_dense", "in": 4096, "out": 4096,
+   "tokens": 2048, "block": 32, "density": 0.25, "dtype": "float32", "threads": 2,
+   "median_s": ..., "speedup": ...}
+`speedup` is the dense layer's median time over this row's (dense rows: 1); each sparse
+row is timed alternately with a dense row of its own (same `block`), so a change in the
+load of a shared machine falls on both. Decode rows
+("op": "decode": forward without autograd, 1 to 16 tokens) add "bytes_per_s": the stored
+blocks' bytes (the weight the layer must read) per second, and one "op": "read_bandwidth"
+row gives this machine's read bandwidth with the same threads (a sum over a buffer much
+larger than the caches), measured beside them.
+
+Both sides run with --threads threads: torch.set_num_threads (torch defaults to 1 thread
+on these VMs) and trnsparse.set_num_threads.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/sparse_linear.py --shapes 4096x4096 --blocks 32
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+import trnsparse as ts
+from trnsparse.nn import BlockSparseLinear
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def median_time(fn, repeats: int) -> float:
+    fn()  # warm-up: plans, workspaces, page faults
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def paired_times(fa, fb, repeats: int) -> tuple[float, float]:
+    """Medians of fa and fb timed alternately, so that a change in the machine's load
+    (other processes on shared cores) falls on both."""
+    fa()
+    fb()
+    ta, tb = [], []
+    for _ in range(repeats):
+        for fn, times in ((fa, ta), (fb, tb)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def forward(layer, x):
+    def run():
+        with torch.no_grad():
+            layer(x)
+    return run
+
+
+def forward_backward(layer, x, dy):
+    def run():
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        layer(x).backward(dy)
+    return run
+
+
+def read_bandwidth(repeats: int) -> float:
+    """Bytes per second of torch's sum over 512 MiB of fp32 (on torch's threads)."""
+    buf = torch.ones(128 * 1024 * 1024)
+    return buf.numel() * 4 / median_time(lambda: buf.sum(), repeats)
+
+
+def emit(row: dict) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def run(args) -> None:
+    torch.set_num_threads(args.threads)
+    ts.set_num_threads(args.threads)
+    base = {"threads": args.threads}
+    for shape in args.shapes.split(","):
+        n_in, n_out = (int(v) for v in shape.split("x"))
+        for dname in args.dtypes.split(","):
+            dtype = _DTYPES[dname]
+            torch.manual_seed(0)
+            dense = torch.nn.Linear(n_in, n_out, dtype=dtype)
+            x = torch.randn(args.tokens, n_in, dtype=dtype, requires_grad=True)
+            dy = torch.randn(args.tokens, n_out, dtype=dtype)
+            common = dict(base, **{"in": n_in, "out": n_out, "tokens": args.tokens, "dtype": dname})
+            ops = [("fwd", lambda layer: forward(layer, x))] if args.forward_only else [
+                ("fwd", lambda layer: forward(layer, x)), ("fwd_bwd", lambda layer: forward_backward(layer, x, dy))]
+            for b in (int(v) for v in args.blocks.split(",")):
+                for density in (float(v) for v in args.densities.split(",")):
+                    layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
+                    for op, make in ops:
+                        dense_s, s = paired_times(make(dense), make(layer), args.repeats)
+                        emit(dict(common, op=op, impl="torch_dense", block=b, density=1.0, median_s=dense_s,
+                                  speedup=1.0))
+                        emit(dict(common, op=op, impl="trnsparse", block=b, density=layer.density, median_s=s,
+                                  speedup=dense_s / s))
+    if args.decode:
+        run_decode(args, base)
+
+
+def run_decode(args, base) -> None:
+    emit(dict(base, op="read_bandwidth", bytes_per_s=read_bandwidth(args.repeats)))
+    dtype = torch.bfloat16
+    for shape in args.shapes.split(","):
+        n_in, n_out = (int(v) for v in shape.split("x"))
+        torch.manual_seed(0)
+        dense = torch.nn.Linear(n_in, n_out, dtype=dtype)
+        for tokens in (int(v) for v in args.decode.split(",")):
+            x = torch.randn(tokens, n_in, dtype=dtype)
+            common = dict(base, op="decode", **{"in": n_in, "out": n_out, "tokens": tokens, "dtype": "bfloat16"})
+            for b in (int(v) for v in args.blocks.split(",")):
+                for density in (float(v) for v in args.densities.split(",")):
+                    layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
+                    dense_s, s = paired_times(forward(dense, x), forward(layer, x), args.decode_repeats)
+                    emit(dict(common, impl="torch_dense", block=b, density=1.0, median_s=dense_s, speedup=1.0,
+                              bytes_per_s=n_in * n_out * 2 / dense_s))
+                    emit(dict(common, impl="trnsparse", block=b, density=layer.density, median_s=s,
+                              speedup=dense_s / s, bytes_per_s=layer.weight.numel() * 2 / s))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", default="4096x4096,4096x11008,11008x4096", help="in x out, comma-separated")
+    p.add_argument("--tokens", type=int, default=2048)
+    p.add_argument("--densities", default="1.0,0.5,0.25,0.1")
+    p.add_argument("--blocks", default="32,64,128")
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--forward-only", action="store_true", help="skip the forward + backward rows")
+    p.add_argument("--decode", default="1,4,16", help="decode token counts (bf16); empty: none")
+    p.add_argument("--decode-repeats", type=int, default=50)
+    run(p.parse_args())
+
+
+if __name__ == "__main__":
+    main()
