@@ -48,7 +48,7 @@ def _check(who: str, A, B, inner: tuple[int, int], drop_tolerance) -> tuple[Spar
     A, B = _operand(A, who, "A"), _operand(B, who, "B")
     operands = f"{_describe(A, 'A')}, {_describe(B, 'B')}"
     if type(A) is not type(B):
-        raise TypeError(f"{who}: both operands must be CSR or both BSR: {operands}")
+        raise TypeError(f"{who}: the operands must be both CSR or both BSR: {operands}")
     if A.dtype != B.dtype:
         raise TypeError(f"{who}: operands have different dtypes: {operands}")
     if isinstance(A, BSRMatrix) and A.block_size != B.block_size:
