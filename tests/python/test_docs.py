@@ -5,7 +5,7 @@ import pytest
 
 from snippets import ROOT, fenced_blocks, run_python_blocks
 
-GUIDES = ["docs/python.md", "docs/migrating.md", "docs/attention.md", "docs/solve_grad.md"]
+GUIDES = ["docs/python.md", "docs/migrating.md", "docs/attention.md", "docs/solve_grad.md", "docs/sparse_weights.md"]
 # Info strings a guide may use; anything else that starts with "py" would silently not run.
 SHOWN_ONLY = {"python-norun", "text", "sh", "cpp", "cmake", ""}
 
