@@ -14,7 +14,8 @@ row gives this machine's read bandwidth with the same threads (a sum over a buff
 larger than the caches), measured beside them.
 
 Both sides run with --threads threads: torch.set_num_threads (torch defaults to 1 thread
-on these VMs) and trnsparse.set_num_threads.
+on these VMs) and trnsparse.set_num_threads, with OMP_WAIT_POLICY=PASSIVE unless set
+(see below).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/sparse_linear.py --shapes 4096x4096 --blocks 32
 """
@@ -22,13 +23,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
-import torch
+# torch's OpenMP threads spin after each parallel region by default, and trnsparse's pool
+# polls for 200 µs after each team: on 2 cores each side's idle threads then take the
+# cores the other's next call needs. Passive waiting (unless the caller chose otherwise)
+# is set before torch starts OpenMP.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch  # noqa: E402
 
-import trnsparse as ts
-from trnsparse.nn import BlockSparseLinear
+import trnsparse as ts  # noqa: E402
+from trnsparse.nn import BlockSparseLinear  # noqa: E402
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

@@ -19,7 +19,7 @@ input, bf16 under autocast, no autograd) is timed dense against sparse.
 It prints each step's loss and tokens/s, a summary (final loss, mean tokens/s), writes the
 curves to --out-json and a PNG (loss vs step, loss vs wall-clock seconds) to --out-png.
 torch and trnsparse run on 2 threads (torch.set_num_threads(2): torch defaults to 1 on
-these VMs).
+these VMs), with OMP_WAIT_POLICY=PASSIVE unless set.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/python/sparse_mlp.py --steps 60
 """
@@ -27,12 +27,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import sys
 import time
 
-import matplotlib
+# torch's OpenMP threads spin after each parallel region by default and would take the
+# cores trnsparse's next call needs (2-core VMs): passive waiting, set before torch starts.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
