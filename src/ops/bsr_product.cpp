@@ -26,26 +26,9 @@ void BsrPlan::spmm(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView<const std:
   detail::check_no_alias(A.blocks().data(), A.blocks().size_bytes(), C.data, detail::span_bytes(C), "spmm", "A", "C");
   const BsrStructure& s = *structure_;
   if (C.rows == 0 || C.cols == 0) return;
-  const kernels::BsrProduct<TA, TY> prod{.b = s.block_size(),
-                                         .out_rows = s.rows(),
-                                         .in_rows = s.cols(),
-                                         .in_block_rows = s.block_cols(),
-                                         .width = B.cols,
-                                         .ptr = s.block_row_ptr().data(),
-                                         .idx = s.block_col_indices().data(),
-                                         .idx32 = compact_indices(false),
-                                         .perm = nullptr,
-                                         .trans_a = false,
-                                         .blocks = A.blocks().data(),
-                                         .stored = static_cast<index_t>(A.blocks().size()),
-                                         .block_at = nullptr,
-                                         .packs = nullptr,
-                                         .alpha = alpha,
-                                         .beta = beta,
-                                         .B = B.data,
-                                         .ldb = B.ld,
-                                         .C = C.data,
-                                         .ldc = C.ld};
+  const auto prod = detail::bsr_product<TA, TY>(s, nullptr, compact_indices(false), A.blocks().data(),
+                                                static_cast<index_t>(A.blocks().size()), B.cols, alpha, beta,
+                                                B.data, B.ld, C.data, C.ld);
   const int parts = detail::parts_for(s.block_rows(), detail::block_ns(s, B.cols));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_cols(), row_split(parts),
                           row_split(detail::pieces_for(parts)));
@@ -61,26 +44,9 @@ void BsrPlan::spmm_transposed(acc_t<TA> alpha, const BsrMatrix<TA>& A, DenseView
   const BsrStructure& s = *structure_;
   if (C.rows == 0 || C.cols == 0) return;
   const BscView& t = transposed();
-  const kernels::BsrProduct<TA, TY> prod{.b = s.block_size(),
-                                         .out_rows = s.cols(),
-                                         .in_rows = s.rows(),
-                                         .in_block_rows = s.block_rows(),
-                                         .width = B.cols,
-                                         .ptr = t.col_ptr.data(),
-                                         .idx = t.row_idx.data(),
-                                         .idx32 = compact_indices(true),
-                                         .perm = t.perm.data(),
-                                         .trans_a = true,
-                                         .blocks = A.blocks().data(),
-                                         .stored = static_cast<index_t>(A.blocks().size()),
-                                         .block_at = nullptr,
-                                         .packs = nullptr,
-                                         .alpha = alpha,
-                                         .beta = beta,
-                                         .B = B.data,
-                                         .ldb = B.ld,
-                                         .C = C.data,
-                                         .ldc = C.ld};
+  const auto prod = detail::bsr_product<TA, TY>(s, &t, compact_indices(true), A.blocks().data(),
+                                                static_cast<index_t>(A.blocks().size()), B.cols, alpha, beta,
+                                                B.data, B.ld, C.data, C.ld);
   const int parts = detail::parts_for(s.block_cols(), detail::block_ns(s, B.cols));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_rows(), col_split(parts),
                           col_split(detail::pieces_for(parts)));

@@ -44,29 +44,10 @@ void linear_forward(const BlockSparseWeight<const TA>& W, DenseView<const std::t
   if (Y.rows == 0 || Y.cols == 0) return;
   const auto p = plan(W.structure);
   const BsrStructure& s = *W.structure;
-  const kernels::BsrProduct<TA, TY> prod{.b = s.block_size(),
-                                         .out_rows = s.rows(),
-                                         .in_rows = s.cols(),
-                                         .in_block_rows = s.block_cols(),
-                                         .width = X.rows,
-                                         .ptr = s.block_row_ptr().data(),
-                                         .idx = s.block_col_indices().data(),
-                                         .idx32 = nullptr,
-                                         .perm = nullptr,
-                                         .trans_a = false,
-                                         .blocks = W.blocks,
-                                         .stored = static_cast<index_t>(W.size()),
-                                         .block_at = nullptr,
-                                         .packs = nullptr,
-                                         .alpha = acc_t<TA>(1),
-                                         .beta = acc_t<TA>(0),
-                                         .B = X.data,
-                                         .ldb = X.ld,
-                                         .C = Y.data,
-                                         .ldc = Y.ld,
-                                         .b_transposed = true,
-                                         .c_transposed = true,
-                                         .bias = bias.empty() ? nullptr : bias.data()};
+  auto prod = detail::bsr_product<TA, TY>(s, nullptr, nullptr, W.blocks, static_cast<index_t>(W.size()), X.rows,
+                                          acc_t<TA>(1), acc_t<TA>(0), X.data, X.ld, Y.data, Y.ld);
+  prod.b_transposed = prod.c_transposed = true;
+  prod.bias = bias.empty() ? nullptr : bias.data();
   const int parts = detail::parts_for(s.block_rows(), detail::block_ns(s, X.rows));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_cols(), p->row_split(parts),
                           p->row_split(detail::pieces_for(parts)));
@@ -86,29 +67,9 @@ void linear_backward_input(const BlockSparseWeight<const TA>& W, DenseView<const
   const auto p = plan(W.structure);
   const BsrStructure& s = *W.structure;
   const BscView& t = p->transposed();
-  const kernels::BsrProduct<TA, TY> prod{.b = s.block_size(),
-                                         .out_rows = s.cols(),
-                                         .in_rows = s.rows(),
-                                         .in_block_rows = s.block_rows(),
-                                         .width = dY.rows,
-                                         .ptr = t.col_ptr.data(),
-                                         .idx = t.row_idx.data(),
-                                         .idx32 = nullptr,
-                                         .perm = t.perm.data(),
-                                         .trans_a = true,
-                                         .blocks = W.blocks,
-                                         .stored = static_cast<index_t>(W.size()),
-                                         .block_at = nullptr,
-                                         .packs = nullptr,
-                                         .alpha = acc_t<TA>(1),
-                                         .beta = acc_t<TA>(0),
-                                         .B = dY.data,
-                                         .ldb = dY.ld,
-                                         .C = dX.data,
-                                         .ldc = dX.ld,
-                                         .b_transposed = true,
-                                         .c_transposed = true,
-                                         .bias = nullptr};
+  auto prod = detail::bsr_product<TA, TY>(s, &t, nullptr, W.blocks, static_cast<index_t>(W.size()), dY.rows,
+                                          acc_t<TA>(1), acc_t<TA>(0), dY.data, dY.ld, dX.data, dX.ld);
+  prod.b_transposed = prod.c_transposed = true;
   const int parts = detail::parts_for(s.block_cols(), detail::block_ns(s, dY.rows));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_rows(), p->col_split(parts),
                           p->col_split(detail::pieces_for(parts)));

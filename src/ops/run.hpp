@@ -8,10 +8,12 @@
 #include <memory>
 #include <span>
 
+#include "kernels/products.hpp"
 #include "runtime/checks.hpp"
 #include "runtime/parallel.hpp"
 #include "runtime/workspace.hpp"
 #include "trnsparse/bsr.hpp"
+#include "trnsparse/plan.hpp"
 #include "trnsparse/runtime.hpp"
 #include "trnsparse/types.hpp"
 
@@ -29,6 +31,36 @@ inline double block_ns(const BsrStructure& s, index_t width) {
 /// for every unit, on up to `parts` threads; t in [0, parts) names the running thread's
 /// scratch. Units go to threads as UnitRanges deal them, so a unit's result must not
 /// depend on the thread that runs it (its scratch is private and reset by the unit).
+/// The product C = alpha op(A) B + beta C of A's stored blocks (structure s, `stored`
+/// elements at `blocks`): A itself (t null) or Aᵀ through its transposed view t, B and C
+/// plain row-major with `width` columns. The caller sets what else it needs (a linear
+/// layer's layouts and bias).
+template <class TA, class TY>
+kernels::BsrProduct<TA, TY> bsr_product(const BsrStructure& s, const BscView* t, const std::int32_t* idx32,
+                                         const TA* blocks, index_t stored, index_t width, acc_t<TA> alpha,
+                                         acc_t<TA> beta, const TA* B, index_t ldb, TY* C, index_t ldc) {
+  return {.b = s.block_size(),
+          .out_rows = t ? s.cols() : s.rows(),
+          .in_rows = t ? s.rows() : s.cols(),
+          .in_block_rows = t ? s.block_rows() : s.block_cols(),
+          .width = width,
+          .ptr = t ? t->col_ptr.data() : s.block_row_ptr().data(),
+          .idx = t ? t->row_idx.data() : s.block_col_indices().data(),
+          .idx32 = idx32,
+          .perm = t ? t->perm.data() : nullptr,
+          .trans_a = t != nullptr,
+          .blocks = blocks,
+          .stored = stored,
+          .block_at = nullptr,
+          .packs = nullptr,
+          .alpha = alpha,
+          .beta = beta,
+          .B = B,
+          .ldb = ldb,
+          .C = C,
+          .ldc = ldc};
+}
+
 template <class F, class G>
 void parallel_phases(int parts, index_t units, F&& first, G&& second) {
   UnitRanges ranges;
