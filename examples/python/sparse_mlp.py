@@ -36,10 +36,6 @@ import time
 # torch's OpenMP threads spin after each parallel region by default and would take the
 # cores trnsparse's next call needs (2-core VMs): passive waiting, set before torch starts.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -118,25 +114,6 @@ def mlp_decode_tokens_per_s(model: torch.nn.Module, width: int, repeats: int) ->
     return repeats / (time.perf_counter() - start)
 
 
-def plot(results: dict, path: pathlib.Path) -> None:
-    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 4))
-    for kind, r in results.items():
-        mean = train_lm.running_mean(r["loss"], train_lm.SMOOTH)
-        colour, style = STYLES[kind]
-        for ax, x in ((by_step, range(1, len(r["loss"]) + 1)), (by_time, r["seconds"])):
-            ax.plot(x, r["loss"], color=colour, alpha=0.25, linewidth=0.8)
-            ax.plot(x, mean, style, color=colour, linewidth=1.8, label=f"{kind} ({train_lm.SMOOTH}-step mean)")
-    by_step.set_xlabel("step")
-    by_time.set_xlabel("wall-clock seconds")
-    for ax in (by_step, by_time):
-        ax.set_ylabel("training loss (nats/byte)")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=60)
@@ -189,7 +166,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"MLP decode, one token, bf16: dense {decode['dense']:.0f} tok/s, "
               f"sparsified to 25% {decode['sparsified25']:.0f} tok/s")
     args.out_json.write_text(json.dumps(report, indent=1))
-    plot(results, args.out_png)
+    train_lm.plot(results, args.out_png, {kind: kind for kind in RUNS}, STYLES)
     print(f"wrote {args.out_json} and {args.out_png}")
     return report
 

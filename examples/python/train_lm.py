@@ -212,18 +212,18 @@ def running_mean(values: list[float], n: int) -> list[float]:
     return out
 
 
-def plot(results: dict, path: pathlib.Path) -> None:
+def plot(results: dict, path: pathlib.Path, labels: dict = RUNS, styles: dict = STYLES) -> None:
     """Loss vs step and vs wall-clock seconds: each step's loss faint, with its running
-    mean over SMOOTH steps drawn over it (dense solid, causal dashed, since the two
-    coincide; local+global dotted)."""
+    mean over SMOOTH steps drawn over it, in each run's (colour, line) of `styles` (here
+    dense solid, causal dashed, since the two coincide; local+global dotted)."""
     fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     for kind, r in results.items():
         steps = range(1, len(r["loss"]) + 1)
         mean = running_mean(r["loss"], SMOOTH)
-        colour, style = STYLES[kind]
+        colour, style = styles[kind]
         for ax, x in ((by_step, steps), (by_time, r["seconds"])):
             ax.plot(x, r["loss"], color=colour, alpha=0.25, linewidth=0.8)
-            ax.plot(x, mean, style, color=colour, linewidth=1.8, label=f"{RUNS[kind]} ({SMOOTH}-step mean)")
+            ax.plot(x, mean, style, color=colour, linewidth=1.8, label=f"{labels[kind]} ({SMOOTH}-step mean)")
     by_step.set_xlabel("step")
     by_time.set_xlabel("wall-clock seconds")
     for ax in (by_step, by_time):
