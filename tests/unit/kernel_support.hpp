@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -65,6 +66,27 @@ void for_each_isa(F&& f) {
     set_isa(isa);
     f(isa);
   }
+}
+
+/// Runs `run()` (which returns the output values) with 1, 2 and 3 threads on every ISA
+/// and expects the same bytes each time.
+template <class F>
+void expect_thread_independent(F&& run) {
+  const RuntimeGuard guard;
+  for_each_isa([&](Isa) {
+    std::optional<decltype(run())> first;
+    for (const int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      const auto out = run();
+      if (!first) {
+        first = out;
+        continue;
+      }
+      ASSERT_EQ(out.size(), first->size());
+      EXPECT_EQ(std::memcmp(out.data(), first->data(), out.size() * sizeof(out[0])), 0)
+          << "the output with " << threads << " threads differs from the output with 1 thread";
+    }
+  });
 }
 
 // ---- values ---------------------------------------------------------------------------------

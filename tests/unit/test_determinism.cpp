@@ -27,28 +27,7 @@
 namespace trnsparse::test {
 namespace {
 
-constexpr int thread_counts[] = {1, 2, 3};
 
-/// Runs `run()` (which returns the output values) with 1, 2 and 3 threads on every ISA
-/// and expects the same bytes each time.
-template <class F>
-void expect_thread_independent(F&& run) {
-  const RuntimeGuard guard;
-  for_each_isa([&](Isa) {
-    std::optional<decltype(run())> first;
-    for (const int threads : thread_counts) {
-      set_num_threads(threads);
-      const auto out = run();
-      if (!first) {
-        first = out;
-        continue;
-      }
-      ASSERT_EQ(out.size(), first->size());
-      EXPECT_EQ(std::memcmp(out.data(), first->data(), out.size() * sizeof(out[0])), 0)
-          << "the output with " << threads << " threads differs from the output with 1 thread";
-    }
-  });
-}
 
 /// Multiply-adds per thread below which the library stops adding threads (parts_for).
 constexpr double kThreadGrain = 1 << 16;

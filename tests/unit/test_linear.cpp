@@ -198,25 +198,6 @@ TEST(KernelLinearErrors, ShapesAndAliasingAreChecked) {
 
 // ---- determinism ---------------------------------------------------------------------------
 
-template <class F>
-void expect_thread_independent(F&& run) {
-  const RuntimeGuard guard;
-  for_each_isa([&](Isa) {
-    std::optional<decltype(run())> first;
-    for (const int threads : {1, 2, 3}) {
-      set_num_threads(threads);
-      const auto out = run();
-      if (!first) {
-        first = out;
-        continue;
-      }
-      ASSERT_EQ(out.size(), first->size());
-      EXPECT_EQ(std::memcmp(out.data(), first->data(), out.size() * sizeof(out[0])), 0)
-          << "the output with " << threads << " threads differs from the output with 1 thread";
-    }
-  });
-}
-
 template <class Pair>
 class DeterminismLinear : public Seeded<> {};
 TYPED_TEST_SUITE(DeterminismLinear, ProductTypes, TypeNames);
