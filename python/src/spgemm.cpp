@@ -64,6 +64,9 @@ void bind_pair(py::module_& m) {
               throw DimensionMismatch("matmul backward: dC has " + std::to_string(n) + " values, C stores " +
                                       std::to_string(vals.size()));
             std::memcpy(vals.data(), reinterpret_cast<const R*>(dvals), vals.size_bytes());
+            // The gradient of C's padding is no gradient: those entries are zero whatever
+            // the operands hold.
+            if constexpr (requires { dC.zero_padding(); }) dC.zero_padding();
             const auto& Ar = real(A);
             const auto& Br = real(B);
             if (need_a) dA.resize(stored(Ar).size());
