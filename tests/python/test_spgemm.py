@@ -136,7 +136,7 @@ def test_errors_name_both_operands():
     Q = ts.BSRMatrix.from_dense(torch.ones(4, 4), block_size=4)
     with pytest.raises(ValueError, match="block size 2.*block size 4"):
         P @ Q
-    with pytest.raises(TypeError, match="both CSR or both BSR"):
+    with pytest.raises(TypeError, match="must be CSR or both BSR"):
         ts.matmul(ts.from_dense(torch.ones(4, 4)), Q)
     with pytest.raises(ValueError, match="drop_tolerance"):
         ts.matmul(A, ts.from_dense(torch.ones(4, 2, dtype=torch.float64)), drop_tolerance=-1.0)
