@@ -6,8 +6,6 @@
 /// file. Memory is O(entries), whatever the shape.
 #include "trnsparse/io.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -31,6 +29,7 @@
 #include "trnsparse/error.hpp"
 
 #include "io/matrix_market_rules.hpp"
+#include "runtime/huge_pages.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/error.hpp"
 
@@ -165,20 +164,6 @@ Parsed parse_real(std::string_view token, double& out) {
 }
 
 // ---- reading ----------------------------------------------------------------------
-
-/// Asks the kernel to back the whole 2 MiB pages of a vector's reserved storage with
-/// huge pages (advisory). The first touch of fresh 4 KiB pages is the main cost of
-/// reading a large file on the virtual machines we run on (see ARCHITECTURE.md).
-template <class T>
-void advise_huge_pages(std::vector<T>& v) noexcept {
-  constexpr std::uintptr_t huge_page = std::uintptr_t{2} << 20;
-  const auto first = reinterpret_cast<std::uintptr_t>(v.data());
-  const std::uintptr_t last = first + v.capacity() * sizeof(T);
-  const std::uintptr_t aligned_first = (first + huge_page - 1) / huge_page * huge_page;
-  const std::uintptr_t aligned_last = last / huge_page * huge_page;
-  if (aligned_first < aligned_last)
-    madvise(reinterpret_cast<void*>(aligned_first), aligned_last - aligned_first, MADV_HUGEPAGE);
-}
 
 /// Bytes from the read position to the end, when the stream can seek (files and
 /// string streams); nullopt otherwise. The position is restored.
@@ -441,9 +426,9 @@ private:
     row_idx_.reserve(n);
     col_idx_.reserve(n);
     values_.reserve(n);
-    advise_huge_pages(row_idx_);
-    advise_huge_pages(col_idx_);
-    advise_huge_pages(values_);
+    detail::advise_huge_pages(row_idx_);
+    detail::advise_huge_pages(col_idx_);
+    detail::advise_huge_pages(values_);
   }
 
   /// The entries of the data lines up to the stop offset.

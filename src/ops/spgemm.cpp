@@ -6,6 +6,7 @@
 
 #include "ops/spgemm.hpp"
 #include "plan/csr_analysis.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/value.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/spgemm.hpp"
@@ -95,7 +96,9 @@ Filtered<TC> filter(const BsrStructure& c, const std::vector<TC>& vals, double t
   const auto ptr = c.block_row_ptr();
   const auto idx = c.block_col_indices();
   Filtered<TC> f;
-  f.ptr = detail::make_vector<index_t>(c.block_rows() + 1, "multiply: row pointers");
+  f.ptr = detail::huge_vector<index_t>(c.block_rows() + 1, "multiply: row pointers");
+  f.idx = detail::huge_reserved<index_t>(c.n_blocks(), "multiply: column indices");
+  f.vals = detail::huge_reserved<TC>(c.n_blocks() * bb, "multiply: values");
   for (index_t i = 0; i < c.block_rows(); ++i) {
     for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
       const TC* v = vals.data() + e * bb;
@@ -181,7 +184,7 @@ CsrMatrix<acc_t<T>> SpgemmPlan::multiply(const CsrMatrix<T>& A, const CsrMatrix<
   using TC = acc_t<T>;
   check_tolerance(form_name(form_), drop_tolerance, describe(A, B));
   const BsrStructure& c = *c_;
-  std::vector<TC> vals = detail::make_vector<TC>(stored(), "multiply: C's values");
+  std::vector<TC> vals = detail::huge_vector<TC>(stored(), "multiply: C's values");
   numeric_into(*this, A, B, vals.data(), 0.0);
   if (drop_tolerance > 0.0) {
     Filtered<TC> f = filter(c, vals, drop_tolerance);
@@ -189,7 +192,8 @@ CsrMatrix<acc_t<T>> SpgemmPlan::multiply(const CsrMatrix<T>& A, const CsrMatrix<
   }
   const auto ptr = c.block_row_ptr();
   const auto idx = c.block_col_indices();
-  CsrMatrix<TC> C(c.rows(), c.cols(), {ptr.begin(), ptr.end()}, {idx.begin(), idx.end()}, std::move(vals));
+  CsrMatrix<TC> C(c.rows(), c.cols(), detail::huge_copy(ptr, "multiply: C's row pointers"),
+                  detail::huge_copy(idx, "multiply: C's column indices"), std::move(vals));
   detail::analyses(C).adopt_pattern(c_);
   return C;
 }
@@ -200,7 +204,7 @@ BsrMatrix<acc_t<T>> SpgemmPlan::multiply(const BsrMatrix<T>& A, const BsrMatrix<
   check_tolerance(form_name(form_), drop_tolerance, describe(A, B));
   const BsrStructure& c = *c_;
   const index_t bb = c.block_size() * c.block_size();
-  std::vector<TC> vals = detail::make_vector<TC>(stored() * bb, "multiply: C's blocks");
+  std::vector<TC> vals = detail::huge_vector<TC>(stored() * bb, "multiply: C's blocks");
   numeric_into(*this, A, B, vals.data(), drop_tolerance);
   if (drop_tolerance > 0.0) {
     Filtered<TC> f = filter(c, vals, drop_tolerance);

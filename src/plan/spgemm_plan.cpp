@@ -11,6 +11,7 @@
 #include "plan/csr_analysis.hpp"
 #include "plan/spgemm_symbolic.hpp"
 #include "runtime/checks.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/parallel.hpp"
 #include "trnsparse/spgemm.hpp"
 
@@ -82,18 +83,13 @@ void check_spgemm_operands(const char* who, const BsrStructure& a, const BsrStru
 
 namespace {
 
-/// One piece of the symbolic phase: the sorted columns of its rows, one after another.
-struct Piece {
-  std::vector<index_t> cols;
-};
-
-/// Appends row i's sorted, distinct columns to `out` and returns how many. `bits` (one
-/// bit per column of C) is all zero on entry and on return. A row's columns are first
-/// collected in arrival order, each once (its bit set); then, when they span few words,
-/// read back in order by scanning the bits (about span/64 + n steps), else sorted
-/// (n log n). The scan serves banded and mesh matrices, the sort scattered ones.
-index_t symbolic_row(const RowsView& L, const RowsView& R, index_t i, std::uint64_t* bits, std::vector<index_t>& out) {
-  const std::size_t start = out.size();
+/// Writes row i's sorted, distinct columns to `out` (cleared first). `bits` (one bit per
+/// column of C) is all zero on entry and on return. A row's columns are first collected
+/// in arrival order, each once (its bit set); then, when they span few words, read back
+/// in order by scanning the bits (about span/64 + n steps), else sorted (n log n). The
+/// scan serves banded and mesh matrices, the sort scattered ones.
+void symbolic_row(const RowsView& L, const RowsView& R, index_t i, std::uint64_t* bits, std::vector<index_t>& out) {
+  out.clear();
   index_t lo = INT64_MAX, hi = -1;
   for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) {
     const index_t k = L.idx[q];
@@ -107,20 +103,37 @@ index_t symbolic_row(const RowsView& L, const RowsView& R, index_t i, std::uint6
       hi = std::max(hi, j);
     }
   }
-  const auto n = static_cast<index_t>(out.size() - start);
-  if (n == 0) return 0;
+  const auto n = static_cast<index_t>(out.size());
+  if (n == 0) return;
   const index_t w0 = lo >> 6, w1 = hi >> 6;
   if (w1 - w0 + 1 <= 8 * n) {
-    index_t* dst = out.data() + start;
+    index_t* dst = out.data();
     for (index_t w = w0; w <= w1; ++w) {
       for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) *dst++ = w * 64 + std::countr_zero(word);
       bits[w] = 0;
     }
   } else {
-    std::sort(out.begin() + static_cast<std::ptrdiff_t>(start), out.end());
-    for (std::size_t e = start; e < out.size(); ++e) bits[out[e] >> 6] = 0;
+    std::sort(out.begin(), out.end());
+    for (const index_t j : out) bits[j >> 6] = 0;
   }
-  return n;
+}
+
+/// The number of distinct columns row i reaches. `bits` and `seen` as symbolic_row's
+/// (`seen` holds the row's columns in arrival order on return).
+index_t count_row(const RowsView& L, const RowsView& R, index_t i, std::uint64_t* bits, std::vector<index_t>& seen) {
+  seen.clear();
+  for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) {
+    const index_t k = L.idx[q];
+    for (index_t s = R.ptr[k]; s < R.ptr[k + 1]; ++s) {
+      const index_t j = R.idx[s];
+      const std::uint64_t bit = std::uint64_t{1} << (j & 63);
+      if (bits[j >> 6] & bit) continue;
+      bits[j >> 6] |= bit;
+      seen.push_back(j);
+    }
+  }
+  for (const index_t j : seen) bits[j >> 6] = 0;
+  return static_cast<index_t>(seen.size());
 }
 
 }  // namespace
@@ -143,15 +156,17 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   const int parts = detail::parts_for(rows, detail::work_ns(detail::Work::csr, static_cast<double>(cost_.back())));
   const std::vector<index_t> pieces = detail::balanced_split(cost_, detail::pieces_for(parts));
   const auto n_pieces = static_cast<index_t>(pieces.size()) - 1;
-  std::vector<detail::Piece> out(static_cast<std::size_t>(n_pieces));
-  std::vector<index_t> ptr = detail::make_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
+  // Two passes, counting then filling C's arrays in place: no buffer as large as C
+  // beside them (fresh memory costs more to fault in than a pass over the rows).
+  std::vector<index_t> ptr = detail::huge_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
   const index_t words = v.block_cols / 64 + 1;
   std::vector<std::vector<std::uint64_t>> bits(static_cast<std::size_t>(parts));
+  std::vector<std::vector<index_t>> row(static_cast<std::size_t>(parts));
   for (auto& w : bits) w = detail::make_vector<std::uint64_t>(words, "spgemm_plan: column bits");
-  detail::parallel_for(parts, n_pieces, [&](int slot, index_t p) {
-    std::vector<index_t>& cols = out[p].cols;
+  detail::UnitRanges ranges;
+  detail::parallel_for(parts, n_pieces, ranges, [&](int slot, index_t p) {
     for (index_t i = pieces[p]; i < pieces[p + 1]; ++i)
-      ptr[i + 1] = detail::symbolic_row(v.L, v.R, i, bits[slot].data(), cols);
+      ptr[i + 1] = detail::count_row(v.L, v.R, i, bits[slot].data(), row[slot]);
   });
   for (index_t i = 0; i < rows; ++i) {
     if (ptr[i + 1] > std::numeric_limits<index_t>::max() - ptr[i])
@@ -163,9 +178,12 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   if (stored > std::numeric_limits<index_t>::max() / bb)
     throw OverflowError(detail::concat("spgemm_plan: C's ", stored, " blocks of ", a->block_size(), " x ",
                                        a->block_size(), " values would overflow index_t: ", operands));
-  std::vector<index_t> idx = detail::make_vector<index_t>(stored, "spgemm_plan: C's column indices");
-  detail::parallel_for(parts, n_pieces, [&](int, index_t p) {
-    std::copy(out[p].cols.begin(), out[p].cols.end(), idx.begin() + static_cast<std::ptrdiff_t>(ptr[pieces[p]]));
+  std::vector<index_t> idx = detail::huge_vector<index_t>(stored, "spgemm_plan: C's column indices");
+  detail::parallel_for(parts, n_pieces, ranges, [&](int slot, index_t p) {
+    for (index_t i = pieces[p]; i < pieces[p + 1]; ++i) {
+      detail::symbolic_row(v.L, v.R, i, bits[slot].data(), row[slot]);
+      std::copy(row[slot].begin(), row[slot].end(), idx.begin() + static_cast<std::ptrdiff_t>(ptr[i]));
+    }
   });
   c_ = BsrStructure::make(v.rows, v.cols, a->block_size(), std::move(ptr), std::move(idx));
 }
