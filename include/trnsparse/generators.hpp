@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "trnsparse/csr.hpp"
+#include "trnsparse/dense.hpp"
 
 namespace trnsparse {
 
@@ -27,6 +28,17 @@ template <Value T> CsrMatrix<T> poisson3d_rows(index_t n, index_t first, index_t
 /// around it. Symmetric positive definite; 3 n (n + 1)^2 rows.
 /// @throw InvalidArgument for n < 1.
 template <Value T> CsrMatrix<T> elasticity3d(index_t n);
+/// The coordinates (x, y, z) of elasticity3d(n)'s free nodes, in its node order
+/// (free nodes x 3): what rigid_body_modes (preconditioners.hpp) needs for AMG.
+/// @throw InvalidArgument for n < 1.
+Dense<double> elasticity3d_coordinates(index_t n);
+/// Upwind convection–diffusion -Δu + Pe (v · ∇u) = f on the unit cube, an n x n x n grid
+/// with Dirichlet boundaries (7-point diffusion, first-order upwind convection), with the
+/// velocity v = (1, 1/2, 1/4) scaled by `peclet` / (mesh size), i.e. the cell Péclet
+/// number. Rows x-fastest, scaled so that diffusion alone is poisson3d's stencil.
+/// Nonsymmetric for peclet > 0, an M-matrix for any peclet >= 0; n^3 rows.
+/// @throw InvalidArgument for n < 0 or a negative or non-finite peclet.
+template <Value T> CsrMatrix<T> convdiff3d(index_t n, double peclet = 1.0);
 /// A CFD-like block stencil: `fields` unknowns per node of an n x n x n grid (x-fastest,
 /// fields node-major), a 7-point coupling between nodes whose blocks are dense
 /// fields x fields matrices: an upwinded convection-diffusion operator in each field plus
@@ -47,8 +59,9 @@ template <Value T> CsrMatrix<T> random_csr(index_t rows, index_t cols, double de
 template <Value T> CsrMatrix<T> random_blocks(index_t n, index_t b, double block_density, std::uint64_t seed);
 
 /// The matrix a problem specification names (the CLI's --problem, benchmarks):
-/// "poisson3d:N", "elasticity3d:N", "block_stencil3d:N" or "block_stencil3d:N:FIELDS",
-/// and "random_blocks:N:B:DENSITY" (seed 0).
+/// "poisson3d:N", "elasticity3d:N", "convdiff3d:N" or "convdiff3d:N:PECLET",
+/// "block_stencil3d:N" or "block_stencil3d:N:FIELDS", and "random_blocks:N:B:DENSITY"
+/// (seed 0).
 /// @throw InvalidArgument naming the specification, for an unknown name, a malformed or
 /// missing number, N outside [1, 2^20], more than 2^32 blocks to draw (random_blocks), or
 /// a generator's own argument or size error.

@@ -1,7 +1,8 @@
 /// @file solvers.hpp
 /// Iterative solvers over a square linear operator: conjugate gradients (one or many
-/// right-hand sides, optional Jacobi preconditioner), Chebyshev and Richardson
-/// iterations, and power iteration. fp32 and fp64.
+/// right-hand sides, a Jacobi diagonal or any Preconditioner), GMRES(m) and BiCGStab for
+/// nonsymmetric systems (right preconditioning), Chebyshev and Richardson iterations,
+/// and power iteration. fp32 and fp64. Preconditioners: trnsparse/preconditioners.hpp.
 ///
 ///     auto A = trnsparse::poisson3d<double>(32);
 ///     std::vector<double> b(A.rows(), 1.0);
@@ -33,6 +34,8 @@ namespace trnsparse {
 /// Value types the solvers run in.
 template <class T>
 concept SolverValue = std::same_as<T, float> || std::same_as<T, double>;
+
+template <SolverValue T> class Preconditioner;  // trnsparse/preconditioners.hpp
 
 /// A square n x n operator applied to n x k blocks: `apply(X, Y)` writes Y = A X.
 /// Built from a CSR or BSR matrix, from the stored triangle of a symmetric CSR matrix
@@ -118,7 +121,8 @@ private:
 enum class SolveStatus {
   converged,       ///< the relative residual reached the tolerance
   max_iterations,  ///< max_iter iterations without converging
-  breakdown,       ///< pᵀAp <= 0, rᵀz <= 0 or a non-finite value: A (or M) is not SPD
+  breakdown,       ///< CG: pᵀAp <= 0, rᵀz <= 0 (A or M not SPD); BiCGStab: ρ or ω
+                   ///< vanished; any solver: a non-finite value
   stopped,         ///< the callback asked to stop
   completed,       ///< a fixed-step method (Chebyshev, Richardson) ran all its steps
 };
@@ -126,7 +130,9 @@ std::string_view to_string(SolveStatus status) noexcept;
 
 /// Options of `cg`. `x0`: empty for a zero initial guess, else n (one right-hand side) or
 /// n * k values, row-major (k right-hand sides). `preconditioner`: empty for none, else
-/// the n entries of a diagonal M⁻¹ (see `jacobi_preconditioner`). `callback(iteration,
+/// the n entries of a diagonal M⁻¹ (see `jacobi_preconditioner`). `M`: any symmetric
+/// positive definite Preconditioner instead (z = M⁻¹ r stored each iteration; several
+/// right-hand sides are then solved column by column). `callback(iteration,
 /// rel_residual)` runs after every iteration (with several right-hand sides, the largest
 /// relative residual of the columns still iterating); returning false stops the solve.
 /// Distributed: x0 and the preconditioner are this process's rows (empty on a process
@@ -137,6 +143,20 @@ struct CgOptions {
   double tol = 1e-8;  ///< on ||b - A x|| / ||b||
   index_t max_iter = 1000;
   std::span<const T> preconditioner = {};
+  std::span<const T> x0 = {};
+  std::function<bool(index_t iteration, double rel_residual)> callback = {};
+  const Preconditioner<T>* M = nullptr;
+};
+
+/// Options of `gmres` and `bicgstab`: as CgOptions, with the preconditioner M applied
+/// on the right (A M⁻¹ y = b, x = M⁻¹ y), so the residual they measure and stop on is
+/// the true ||b - A x||. `restart`: GMRES's basis size m.
+template <SolverValue T>
+struct KrylovOptions {
+  double tol = 1e-8;  ///< on ||b - A x|| / ||b||
+  index_t max_iter = 1000;  ///< products with A
+  index_t restart = 30;
+  const Preconditioner<T>* M = nullptr;
   std::span<const T> x0 = {};
   std::function<bool(index_t iteration, double rel_residual)> callback = {};
 };
@@ -174,6 +194,24 @@ SolveResult<T> cg(const LinearOperator<T>& A, std::span<const std::type_identity
 /// (or broke down) is frozen. Column j gives what `cg` gives for B's column j.
 template <SolverValue T>
 BlockSolveResult<T> cg(const LinearOperator<T>& A, DenseView<const std::type_identity_t<T>> B, const CgOptions<T>& options = {});
+
+/// Restarted GMRES(m) with right preconditioning, for any nonsingular A. The basis is
+/// orthogonalised by classical Gram–Schmidt applied twice (CGS2): each pass is one fused
+/// sweep over the basis computing all its inner products at once (deterministic chunked
+/// sums), then one sweep subtracting them. Iterations count products with A; the
+/// residual is the Arnoldi estimate, and the true residual is computed at each restart
+/// and at the end (rel_residual is the true one).
+/// @throw as cg, and InvalidArgument for restart < 1 or an M of the wrong size.
+template <SolverValue T>
+SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b,
+                     const KrylovOptions<T>& options = {});
+/// BiCGStab (van der Vorst 1992) with right preconditioning: two products and two
+/// preconditioner applications per iteration (counted as one iteration). Breakdown
+/// (ρ = r̂ᵀr or ω vanishing, or a non-finite value) ends with status breakdown and the
+/// last finite iterate.
+template <SolverValue T>
+SolveResult<T> bicgstab(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b,
+                        const KrylovOptions<T>& options = {});
 
 /// M⁻¹ = 1 / diag(A), for `CgOptions::preconditioner`.
 /// @throw InvalidArgument unless A is square and every diagonal entry is finite and non-zero

@@ -85,6 +85,43 @@ CsrMatrix<T> poisson3d(index_t n) {
 }
 
 template <Value T>
+CsrMatrix<T> convdiff3d(index_t n, double peclet) {
+  detail::check_nonnegative(n, "convdiff3d: n");
+  if (!(peclet >= 0.0 && std::isfinite(peclet)))
+    throw InvalidArgument(detail::concat("convdiff3d: peclet = ", peclet, ", expected a finite value >= 0"));
+  const index_t N = detail::checked_mul(detail::checked_mul(n, n, "convdiff3d: n^2"), n, "convdiff3d: n^3");
+  (void)detail::checked_mul(N, 7, "convdiff3d: 7 n^3");
+  check_fits_in_memory("convdiff3d", N, 7 * N, sizeof(T));
+  // Scaled by h²: diffusion is poisson3d's stencil, and first-order upwind convection with
+  // velocity v_d (all positive) adds c_d = peclet v_d to the diagonal and -c_d to the
+  // upstream (-e_d) neighbour.
+  const double c[3] = {peclet, 0.5 * peclet, 0.25 * peclet};
+  std::vector<index_t> ptr(static_cast<std::size_t>(N) + 1, 0), idx;
+  std::vector<T> vals;
+  idx.reserve(static_cast<std::size_t>(7 * N));
+  vals.reserve(static_cast<std::size_t>(7 * N));
+  const index_t stride[3] = {1, n, n * n};
+  const T diagonal = detail::value_cast<T>(6.0 + c[0] + c[1] + c[2]);
+  for (index_t r = 0; r < N; ++r) {
+    const index_t coord[3] = {r % n, (r / n) % n, r / (n * n)};
+    for (int d = 2; d >= 0; --d)
+      if (coord[d] > 0) {
+        idx.push_back(r - stride[d]);
+        vals.push_back(detail::value_cast<T>(-1.0 - c[d]));
+      }
+    idx.push_back(r);
+    vals.push_back(diagonal);
+    for (int d = 0; d < 3; ++d)
+      if (coord[d] < n - 1) {
+        idx.push_back(r + stride[d]);
+        vals.push_back(T(-1.0f));
+      }
+    ptr[static_cast<std::size_t>(r) + 1] = static_cast<index_t>(idx.size());
+  }
+  return CsrMatrix<T>(N, N, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+template <Value T>
 CsrMatrix<T> random_csr(index_t rows, index_t cols, double density, std::uint64_t seed) {
   detail::check_nonnegative(rows, "random_csr: rows");
   detail::check_nonnegative(cols, "random_csr: cols");
@@ -231,6 +268,24 @@ CsrMatrix<T> elasticity3d(index_t n) {
       [m](index_t v) { return v % m != 0; });  // the face x = 0 is clamped
 }
 
+Dense<double> elasticity3d_coordinates(index_t n) {
+  if (n < 1) throw InvalidArgument(detail::concat("elasticity3d_coordinates: n = ", n, " must be >= 1"));
+  const index_t m = detail::checked_add(n, 1, "elasticity3d_coordinates: n + 1");
+  const index_t nodes = detail::checked_mul(detail::checked_mul(m, m, "elasticity3d_coordinates: (n+1)^2"), m,
+                                            "elasticity3d_coordinates: (n+1)^3");
+  Dense<double> xyz(nodes - m * m, 3);  // the face x = 0 is clamped, as in elasticity3d
+  const double h = 1.0 / static_cast<double>(n);
+  index_t row = 0;
+  for (index_t v = 0; v < nodes; ++v) {
+    if (v % m == 0) continue;
+    xyz(row, 0) = h * static_cast<double>(v % m);
+    xyz(row, 1) = h * static_cast<double>((v / m) % m);
+    xyz(row, 2) = h * static_cast<double>(v / (m * m));
+    ++row;
+  }
+  return xyz;
+}
+
 template <Value T>
 CsrMatrix<T> block_stencil3d(index_t n, index_t fields) {
   detail::check_nonnegative(n, "block_stencil3d: n");
@@ -325,17 +380,20 @@ CsrMatrix<T> named_problem(std::string_view spec) {
   const std::vector<std::string_view> f = spec_fields(spec);
   const auto fail = [&] {
     return InvalidArgument(detail::concat("problem \"", std::string(spec),
-                                          "\": expected poisson3d:N, elasticity3d:N, block_stencil3d:N[:FIELDS] or "
+                                          "\": expected poisson3d:N, elasticity3d:N, convdiff3d:N[:PECLET], "
+                                          "block_stencil3d:N[:FIELDS] or "
                                           "random_blocks:N:B:DENSITY, with 1 <= N <= 2^20"));
   };
   index_t n = 0;
   if (f.empty() || !parse_number(f[0], n) || n < 1 || n > (index_t{1} << 20)) throw fail();
   index_t b = 0;
-  double density = 0;
+  double density = 0, peclet = 0;
   // The generators' own argument and size errors, with the specification named.
   try {
     if (name == "poisson3d" && f.size() == 1) return poisson3d<T>(n);
     if (name == "elasticity3d" && f.size() == 1) return elasticity3d<T>(n);
+    if (name == "convdiff3d" && f.size() == 1) return convdiff3d<T>(n);
+    if (name == "convdiff3d" && f.size() == 2 && parse_number(f[1], peclet)) return convdiff3d<T>(n, peclet);
     if (name == "block_stencil3d" && f.size() == 1) return block_stencil3d<T>(n);
     if (name == "block_stencil3d" && f.size() == 2 && parse_number(f[1], b)) return block_stencil3d<T>(n, b);
     if (name == "random_blocks" && f.size() == 3 && parse_number(f[1], b) && parse_number(f[2], density)) {
@@ -370,6 +428,9 @@ template CsrMatrix<float> random_csr<float>(index_t, index_t, double, std::uint6
 template CsrMatrix<float> elasticity3d<float>(index_t);
 template CsrMatrix<double> elasticity3d<double>(index_t);
 template CsrMatrix<bf16> elasticity3d<bf16>(index_t);
+template CsrMatrix<float> convdiff3d<float>(index_t, double);
+template CsrMatrix<double> convdiff3d<double>(index_t, double);
+template CsrMatrix<bf16> convdiff3d<bf16>(index_t, double);
 template CsrMatrix<float> block_stencil3d<float>(index_t, index_t);
 template CsrMatrix<double> block_stencil3d<double>(index_t, index_t);
 template CsrMatrix<bf16> block_stencil3d<bf16>(index_t, index_t);
