@@ -16,6 +16,7 @@
 #include "trnsparse/linear.hpp"
 #include "trnsparse/ops.hpp"
 #include "trnsparse/plan.hpp"
+#include "trnsparse/preconditioners.hpp"
 #include "trnsparse/runtime.hpp"
 #include "trnsparse/screening.hpp"
 #include "trnsparse/solvers.hpp"

@@ -26,6 +26,7 @@
 #include "ops/fused.hpp"
 #include "plan/csr_analysis.hpp"
 #include "solvers/chunked.hpp"
+#include "solvers/krylov.hpp"
 #include "trnsparse/solvers.hpp"
 
 namespace trnsparse {
@@ -90,24 +91,6 @@ void apply_dot(const LinearOperator<T>& A, const kernels::CgBlock<T>& c, T* Q, i
   }
   pq.reduce(A);
   for (index_t j = 0; j < k; ++j) pAp[j] = pq.sum(j);
-}
-
-/// The callback's answer, agreed on by every process: any process asking to stop (or
-/// throwing: rethrown there after the others learned to stop) stops all.
-template <SolverValue T>
-bool stop_requested(const LinearOperator<T>& A, const std::function<bool(index_t, double)>& callback, index_t it,
-                    double worst) {
-  std::exception_ptr error;
-  bool stop = false;
-  try {
-    stop = !callback(it, worst);
-  } catch (...) {
-    error = std::current_exception();
-    stop = true;
-  }
-  stop = A.any(stop);
-  if (error) std::rethrow_exception(error);
-  return stop;
 }
 
 template <SolverValue T>
@@ -231,7 +214,7 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
       }
       active[j] = 0;
     }
-    if (opt.callback && stop_requested(A, opt.callback, it, worst)) {
+    if (opt.callback && solvers::stop_requested(A, opt.callback, it, worst)) {
       for (index_t j = 0; j < k; ++j)
         if (active[j]) res.status[j] = SolveStatus::stopped;
       break;
@@ -245,15 +228,45 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   return res;
 }
 
+/// Checks that a general preconditioner comes alone.
+template <SolverValue T>
+void check_single_preconditioner(const LinearOperator<T>& A, const CgOptions<T>& options) {
+  A.agree([&] {
+    if (options.M && !options.preconditioner.empty())
+      throw InvalidArgument("cg: give a diagonal preconditioner or M, not both");
+  });
+}
+
 }  // namespace
 
 template <SolverValue T>
 BlockSolveResult<T> cg(const LinearOperator<T>& A, DenseView<const std::type_identity_t<T>> B, const CgOptions<T>& options) {
-  return block_cg(A, B, options);
+  check_single_preconditioner(A, options);
+  if (!options.M) return block_cg(A, B, options);
+  // A general M: column by column, each as its single solve.
+  const index_t n = A.size(), k = B.cols;
+  detail::check_dim(B.rows, n, "cg", "b", "rows", "A.size()");
+  A.agree([&] { solvers::check_vector(options.x0, detail::checked_mul(n, k, "cg: n * k"), true, "cg", "x0", "n * k"); });
+  BlockSolveResult<T> res{Dense<T>(n, k), std::vector<index_t>(static_cast<std::size_t>(k), 0),
+                          std::vector<double>(static_cast<std::size_t>(k), 0.0),
+                          std::vector<SolveStatus>(static_cast<std::size_t>(k), SolveStatus::max_iterations)};
+  std::vector<T> b(static_cast<std::size_t>(n)), x0(options.x0.empty() ? 0 : static_cast<std::size_t>(n));
+  for (index_t j = 0; j < k; ++j) {
+    for (index_t i = 0; i < n; ++i) b[i] = B(i, j);
+    for (std::size_t i = 0; i < x0.size(); ++i) x0[i] = options.x0[i * static_cast<std::size_t>(k) + j];
+    const SolveResult<T> col = solvers::preconditioned_cg(A, std::span<const T>(b), std::span<const T>(x0), options);
+    for (index_t i = 0; i < n; ++i) res.X(i, j) = col.x[i];
+    res.iterations[j] = col.iterations;
+    res.rel_residual[j] = col.rel_residual;
+    res.status[j] = col.status;
+  }
+  return res;
 }
 
 template <SolverValue T>
 SolveResult<T> cg(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b, const CgOptions<T>& options) {
+  check_single_preconditioner(A, options);
+  if (options.M) return solvers::preconditioned_cg(A, b, options.x0, options);
   detail::check_dim(static_cast<index_t>(b.size()), A.size(), "cg", "b", "elements", "A.size()");
   BlockSolveResult<T> block = block_cg(A, DenseView<const T>(b.data(), A.size(), 1, 1), options);
   const std::span<const T> x = block.X.values();

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -111,6 +113,24 @@ void check_vector(std::span<const T> v, index_t want, bool optional, const char*
   for (std::size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i]))
       throw InvalidArgument(detail::concat(who, ": ", what, "[", i, "] = ", v[i], ", expected a finite value"));
+}
+
+/// The callback's answer, agreed on by every process: any process asking to stop (or
+/// throwing: rethrown there after the others learned to stop) stops all.
+template <class Operator>
+bool stop_requested(const Operator& A, const std::function<bool(index_t, double)>& callback, index_t it,
+                    double worst) {
+  std::exception_ptr error;
+  bool stop = false;
+  try {
+    stop = !callback(it, worst);
+  } catch (...) {
+    error = std::current_exception();
+    stop = true;
+  }
+  stop = A.any(stop);
+  if (error) std::rethrow_exception(error);
+  return stop;
 }
 
 }  // namespace trnsparse::solvers

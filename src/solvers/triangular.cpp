@@ -1,0 +1,226 @@
+// Sparse triangular solves, level-scheduled.
+//
+// The schedule. Row (block row, for BSR) i of a lower solve needs the x of the rows its
+// entries left of the diagonal name, so its level is one more than theirs (0 for a row
+// with none); rows of one level depend only on earlier levels and are solved side by
+// side. An upper solve is the mirror image. Each row sums its entries in stored order
+// whichever thread runs it, so the results are the same bits for any thread count. A
+// level too small to pay for waking a team runs on the calling thread.
+//
+// For BSR the unit is the block row: its blocks off the diagonal are subtracted whole,
+// then its diagonal block's own triangle is solved row by row (the triangle is taken
+// element by element, as for CSR).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "runtime/checks.hpp"
+#include "runtime/parallel.hpp"
+#include "trnsparse/preconditioners.hpp"
+
+namespace trnsparse {
+
+template <SolverValue T>
+struct TriangularSolver<T>::Impl {
+  const char* who;
+  index_t n = 0;   // rows
+  index_t b = 1;   // block size (1: CSR)
+  index_t nb = 0;  // block rows
+  const index_t* ptr = nullptr;
+  const index_t* idx = nullptr;
+  const T* values = nullptr;  // entries, or blocks of b * b
+  bool lower = true;
+  bool unit = false;
+  std::vector<index_t> diagonal;  // per (block) row: the stored position of its diagonal, or -1
+  std::vector<index_t> level_ptr{0};
+  std::vector<index_t> order;        // (block) rows by level, ascending within a level
+  std::vector<double> level_cost;    // stored values a level reads
+
+  void schedule() {
+    diagonal.assign(static_cast<std::size_t>(nb), -1);
+    std::vector<index_t> level(static_cast<std::size_t>(nb), 0);
+    index_t depth = 0;
+    const auto visit = [&](index_t i) {
+      index_t l = 0;
+      for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
+        const index_t j = idx[e];
+        if (j == i) diagonal[static_cast<std::size_t>(i)] = e;
+        else if ((j < i) == lower) l = std::max(l, level[static_cast<std::size_t>(j)] + 1);
+      }
+      level[static_cast<std::size_t>(i)] = l;
+      depth = std::max(depth, l + 1);
+    };
+    if (lower)
+      for (index_t i = 0; i < nb; ++i) visit(i);
+    else
+      for (index_t i = nb - 1; i >= 0; --i) visit(i);
+    // Counting sort of the rows by level.
+    level_ptr.assign(static_cast<std::size_t>(depth) + 1, 0);
+    level_cost.assign(static_cast<std::size_t>(depth), 0.0);
+    for (index_t i = 0; i < nb; ++i) {
+      ++level_ptr[static_cast<std::size_t>(level[static_cast<std::size_t>(i)]) + 1];
+      level_cost[static_cast<std::size_t>(level[static_cast<std::size_t>(i)])] +=
+          static_cast<double>((ptr[i + 1] - ptr[i]) * b * b + b);
+    }
+    for (index_t l = 0; l < depth; ++l) level_ptr[l + 1] += level_ptr[l];
+    order.resize(static_cast<std::size_t>(nb));
+    std::vector<index_t> at(level_ptr.begin(), level_ptr.end() - 1);
+    for (index_t i = 0; i < nb; ++i) order[static_cast<std::size_t>(at[static_cast<std::size_t>(level[i])]++)] = i;
+  }
+
+  /// Solves block row i (rows [i b, i b + rows)) of T x = rhs into x; `acc` is b values
+  /// of scratch.
+  void solve_row(index_t i, const T* rhs, T* x, double* acc) const {
+    const index_t r0 = i * b, rows = std::min(b, n - r0);
+    if (b == 1) {
+      double s = static_cast<double>(rhs[i]);
+      for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
+        const index_t j = idx[e];
+        if (j != i && (j < i) == lower) s -= static_cast<double>(values[e]) * static_cast<double>(x[j]);
+      }
+      x[i] = static_cast<T>(unit ? s : s / static_cast<double>(values[diagonal[static_cast<std::size_t>(i)]]));
+      return;
+    }
+    for (index_t r = 0; r < rows; ++r) acc[r] = static_cast<double>(rhs[r0 + r]);
+    for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
+      const index_t J = idx[e];
+      if (J == i || (J < i) != lower) continue;
+      const T* blk = values + e * b * b;
+      const index_t c0 = J * b, cols = std::min(b, n - c0);
+      for (index_t r = 0; r < rows; ++r) {
+        double t = 0.0;
+        for (index_t c = 0; c < cols; ++c) t += static_cast<double>(blk[r * b + c]) * static_cast<double>(x[c0 + c]);
+        acc[r] -= t;
+      }
+    }
+    const T* d = values + diagonal[static_cast<std::size_t>(i)] * b * b;  // present: checked at construction
+    const auto row = [&](index_t r) {
+      double t = acc[r];
+      if (lower)
+        for (index_t c = 0; c < r; ++c) t -= static_cast<double>(d[r * b + c]) * static_cast<double>(x[r0 + c]);
+      else
+        for (index_t c = r + 1; c < rows; ++c) t -= static_cast<double>(d[r * b + c]) * static_cast<double>(x[r0 + c]);
+      x[r0 + r] = static_cast<T>(unit ? t : t / static_cast<double>(d[r * b + r]));
+    };
+    if (lower)
+      for (index_t r = 0; r < rows; ++r) row(r);
+    else
+      for (index_t r = rows - 1; r >= 0; --r) row(r);
+  }
+
+  /// The first row whose diagonal entry is missing (CSR) or zero, or -1.
+  [[nodiscard]] index_t singular_row() const {
+    for (index_t i = 0; i < nb; ++i) {
+      const index_t e = diagonal[static_cast<std::size_t>(i)];
+      if (b == 1) {
+        if (e < 0 || values[e] == T(0)) return i;
+        continue;
+      }
+      for (index_t r = 0; r < std::min(b, n - i * b); ++r)
+        if (e < 0 || values[e * b * b + r * b + r] == T(0)) return i * b + r;
+    }
+    return -1;
+  }
+};
+
+namespace {
+
+/// Rows of a level per unit of its parallel loop: enough work to amortise the unit's
+/// dealing, few enough that a level of a few thousand rows still splits.
+constexpr index_t kRowsPerUnit = 128;
+
+}  // namespace
+
+template <SolverValue T>
+TriangularSolver<T>::TriangularSolver(const CsrMatrix<T>& A, Triangle uplo, Diagonal diag)
+    : impl_(std::make_unique<Impl>()) {
+  if (A.rows() != A.cols())
+    throw InvalidArgument(detail::concat("sptrsv: A is ", A.rows(), " x ", A.cols(), ", expected a square matrix"));
+  auto& s = *impl_;
+  s.who = "sptrsv";
+  s.n = s.nb = A.rows();
+  s.ptr = A.row_ptr().data();
+  s.idx = A.col_indices().data();
+  s.values = A.values().data();
+  s.lower = uplo == Triangle::lower;
+  s.unit = diag == Diagonal::unit;
+  s.schedule();
+}
+
+template <SolverValue T>
+TriangularSolver<T>::TriangularSolver(const BsrMatrix<T>& A, Triangle uplo, Diagonal diag)
+    : impl_(std::make_unique<Impl>()) {
+  if (A.rows() != A.cols())
+    throw InvalidArgument(detail::concat("sptrsv: A is ", A.rows(), " x ", A.cols(), ", expected a square matrix"));
+  auto& s = *impl_;
+  s.who = "sptrsv";
+  s.n = A.rows();
+  s.b = A.block_size();
+  s.nb = A.structure().block_rows();
+  s.ptr = A.structure().block_row_ptr().data();
+  s.idx = A.structure().block_col_indices().data();
+  s.values = A.blocks().data();
+  s.lower = uplo == Triangle::lower;
+  s.unit = diag == Diagonal::unit;
+  s.schedule();
+  if (s.b > 1)
+    for (index_t i = 0; i < s.nb; ++i)
+      if (s.diagonal[static_cast<std::size_t>(i)] < 0)
+        throw InvalidArgument(detail::concat("sptrsv: block row ", i, " of A stores no diagonal block"));
+}
+
+template <SolverValue T> TriangularSolver<T>::TriangularSolver(TriangularSolver&&) noexcept = default;
+template <SolverValue T> TriangularSolver<T>& TriangularSolver<T>::operator=(TriangularSolver&&) noexcept = default;
+template <SolverValue T> TriangularSolver<T>::~TriangularSolver() = default;
+
+template <SolverValue T>
+index_t TriangularSolver<T>::levels() const noexcept {
+  return static_cast<index_t>(impl_->level_ptr.size()) - 1;
+}
+
+template <SolverValue T>
+void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
+  const auto& s = *impl_;
+  detail::check_dim(static_cast<index_t>(b.size()), s.n, s.who, "b", "elements", "A.rows()");
+  detail::check_dim(static_cast<index_t>(x.size()), s.n, s.who, "x", "elements", "A.rows()");
+  if (!s.unit)
+    if (const index_t row = s.singular_row(); row >= 0)
+      throw InvalidArgument(detail::concat(s.who, ": the diagonal entry of row ", row,
+                                           " is zero or not stored; a non-unit triangular solve divides by it"));
+  const T* rhs = b.data();
+  T* out = x.data();
+  detail::UnitRanges ranges;
+  std::vector<double> scratch;
+  for (std::size_t l = 0; l + 1 < s.level_ptr.size(); ++l) {
+    const index_t first = s.level_ptr[l], count = s.level_ptr[l + 1] - first;
+    const index_t units = detail::ceil_div(count, kRowsPerUnit);
+    const int parts = detail::parts_for(units, detail::work_ns(detail::Work::csr, s.level_cost[l]));
+    scratch.resize(static_cast<std::size_t>(parts * s.b));
+    detail::parallel_for(parts, units, ranges, [&](int slot, index_t u) {
+      const index_t lo = first + u * kRowsPerUnit, hi = std::min(first + count, lo + kRowsPerUnit);
+      for (index_t k = lo; k < hi; ++k)
+        s.solve_row(s.order[static_cast<std::size_t>(k)], rhs, out, scratch.data() + slot * s.b);
+    });
+  }
+}
+
+template <SolverValue T>
+void sptrsv(const CsrMatrix<T>& A, Triangle uplo, Diagonal diag, std::span<const std::type_identity_t<T>> b,
+            std::span<T> x) {
+  TriangularSolver<T>(A, uplo, diag).solve(b, x);
+}
+
+template <SolverValue T>
+void sptrsv(const BsrMatrix<T>& A, Triangle uplo, Diagonal diag, std::span<const std::type_identity_t<T>> b,
+            std::span<T> x) {
+  TriangularSolver<T>(A, uplo, diag).solve(b, x);
+}
+
+template class TriangularSolver<float>;
+template class TriangularSolver<double>;
+template void sptrsv<float>(const CsrMatrix<float>&, Triangle, Diagonal, std::span<const float>, std::span<float>);
+template void sptrsv<double>(const CsrMatrix<double>&, Triangle, Diagonal, std::span<const double>, std::span<double>);
+template void sptrsv<float>(const BsrMatrix<float>&, Triangle, Diagonal, std::span<const float>, std::span<float>);
+template void sptrsv<double>(const BsrMatrix<double>&, Triangle, Diagonal, std::span<const double>, std::span<double>);
+
+}  // namespace trnsparse

@@ -1,0 +1,214 @@
+// GMRES, BiCGStab and CG with a general preconditioner: solutions against a dense LU
+// solve (Eigen), the true residual behind every "converged", breakdown and
+// non-convergence, the callback, argument errors, and thread independence.
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "kernel_support.hpp"
+#include "support.hpp"
+#include "trnsparse/generators.hpp"
+#include "trnsparse/preconditioners.hpp"
+
+namespace trnsparse::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+class Krylov : public Seeded<> {};
+
+std::vector<double> random_vector(Rng& rng, index_t n) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (double& e : v) e = rng.uniform(-1.0, 1.0);
+  return v;
+}
+
+/// x = A⁻¹ b by Eigen's dense LU with partial pivoting.
+std::vector<double> dense_solve(const CsrMatrix<double>& A, const std::vector<double>& b) {
+  const index_t n = A.rows();
+  Eigen::MatrixXd D = Eigen::MatrixXd::Zero(n, n);
+  for (index_t i = 0; i < n; ++i)
+    for (index_t e = A.row_ptr()[i]; e < A.row_ptr()[i + 1]; ++e) D(i, A.col_indices()[e]) = A.values()[e];
+  const Eigen::VectorXd x = D.partialPivLu().solve(Eigen::Map<const Eigen::VectorXd>(b.data(), n));
+  return {x.data(), x.data() + n};
+}
+
+template <class T>
+double true_residual(const CsrMatrix<T>& A, std::span<const T> b, std::span<const T> x) {
+  std::vector<double> r(b.size());
+  double rr = 0.0, bb = 0.0;
+  for (index_t i = 0; i < A.rows(); ++i) {
+    double s = static_cast<double>(b[i]);
+    for (index_t e = A.row_ptr()[i]; e < A.row_ptr()[i + 1]; ++e)
+      s -= static_cast<double>(A.values()[e]) * static_cast<double>(x[A.col_indices()[e]]);
+    rr += s * s;
+    bb += static_cast<double>(b[i]) * static_cast<double>(b[i]);
+  }
+  return std::sqrt(rr / bb);
+}
+
+double max_relative_error(std::span<const double> x, const std::vector<double>& want) {
+  double err = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(x[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return err / scale;
+}
+
+TEST_F(Krylov, NonsymmetricSolvesMatchDenseLu) {
+  const CsrMatrix<double> A = convdiff3d<double>(8, 3.0);
+  const std::vector<double> b = random_vector(rng, A.rows());
+  const std::vector<double> want = dense_solve(A, b);
+  const LinearOperator<double> op(A);
+  const auto ilu = ilu0(A);
+  const BlockJacobi<double> jac(A);
+  for (const Preconditioner<double>* M : {static_cast<const Preconditioner<double>*>(nullptr),
+                                          static_cast<const Preconditioner<double>*>(&jac),
+                                          static_cast<const Preconditioner<double>*>(&ilu)})
+    for (const index_t restart : {5, 30}) {
+      SCOPED_TRACE(testing::Message() << (M ? M->name() : "none") << ", restart " << restart);
+      const auto g = gmres(op, b, {.tol = 1e-10, .max_iter = 2000, .restart = restart, .M = M});
+      ASSERT_EQ(g.status, SolveStatus::converged);
+      EXPECT_LE(g.rel_residual, 1e-10);
+      EXPECT_NEAR(true_residual<double>(A, b, g.x), g.rel_residual, 1e-12);
+      EXPECT_LT(max_relative_error(g.x, want), 1e-8);
+      const auto s = bicgstab(op, b, {.tol = 1e-10, .max_iter = 2000, .M = M});
+      ASSERT_EQ(s.status, SolveStatus::converged);
+      EXPECT_LE(true_residual<double>(A, b, s.x), 1e-10);
+      EXPECT_LT(max_relative_error(s.x, want), 1e-8);
+    }
+  // ILU(0) needs fewer iterations than none.
+  const auto plain = gmres(op, b, {.tol = 1e-10});
+  const auto pre = gmres(op, b, {.tol = 1e-10, .M = &ilu});
+  EXPECT_LT(pre.iterations, plain.iterations);
+}
+
+TEST_F(Krylov, SinglePrecisionAndInitialGuess) {
+  const CsrMatrix<float> A = convdiff3d<float>(6, 1.0);
+  std::vector<float> b(static_cast<std::size_t>(A.rows()));
+  for (float& v : b) v = static_cast<float>(rng.uniform(-1.0, 1.0));
+  const LinearOperator<float> op(A);
+  const auto M = ilu0(A);
+  const auto g = gmres(op, b, {.tol = 1e-5, .M = &M});
+  ASSERT_EQ(g.status, SolveStatus::converged);
+  EXPECT_LE(true_residual<float>(A, b, g.x), 2e-5);
+  const auto s = bicgstab(op, b, {.tol = 1e-5, .M = &M});
+  ASSERT_EQ(s.status, SolveStatus::converged);
+  // Starting from the solution: converged in 0 iterations.
+  const auto again = gmres(op, b, {.tol = 1e-4, .x0 = g.x});
+  EXPECT_EQ(again.status, SolveStatus::converged);
+  EXPECT_EQ(again.iterations, 0);
+  // b = 0: x = 0 exactly.
+  const std::vector<float> zero(b.size(), 0.0f);
+  const auto z = bicgstab(op, zero, {.x0 = g.x});
+  EXPECT_EQ(z.status, SolveStatus::converged);
+  EXPECT_TRUE(std::ranges::all_of(z.x, [](float v) { return v == 0.0f; }));
+}
+
+TEST_F(Krylov, CgWithGeneralPreconditioners) {
+  const CsrMatrix<double> A = poisson3d<double>(10);
+  const std::vector<double> b = random_vector(rng, A.rows());
+  const LinearOperator<double> op(A);
+  const auto jacobi = jacobi_preconditioner(A);
+  const auto diag = cg(op, b, {.tol = 1e-10, .preconditioner = jacobi});
+  const auto ic = ic0(A);
+  const auto with_ic = cg(op, b, {.tol = 1e-10, .M = &ic});
+  ASSERT_EQ(with_ic.status, SolveStatus::converged);
+  EXPECT_LE(true_residual<double>(A, b, with_ic.x), 1e-10);
+  EXPECT_LT(with_ic.iterations, diag.iterations);
+  // Point block Jacobi through M takes Jacobi's iterations.
+  const BlockJacobi<double> J(A);
+  const auto with_j = cg(op, b, {.tol = 1e-10, .M = &J});
+  EXPECT_EQ(with_j.status, SolveStatus::converged);
+  EXPECT_NEAR(static_cast<double>(with_j.iterations), static_cast<double>(diag.iterations), 1.0);
+  // Several right-hand sides: column j is the single solve of column j.
+  Dense<double> B(A.rows(), 2);
+  for (index_t i = 0; i < A.rows(); ++i) {
+    B(i, 0) = b[i];
+    B(i, 1) = 1.0;
+  }
+  const auto block = cg(op, B.view(), {.tol = 1e-10, .M = &ic});
+  EXPECT_EQ(block.iterations[0], with_ic.iterations);
+  for (index_t i = 0; i < A.rows(); ++i) EXPECT_EQ(block.X(i, 0), with_ic.x[i]);
+  EXPECT_EQ(block.status[1], SolveStatus::converged);
+  EXPECT_THROW((void)cg(op, b, {.preconditioner = jacobi, .M = &ic}), InvalidArgument);
+  // M not positive definite: breakdown, never "converged".
+  CsrMatrix<double> neg = A;
+  for (double& v : neg.values()) v = -v;
+  const BlockJacobi<double> bad(neg);
+  EXPECT_EQ(cg(op, b, {.tol = 1e-10, .M = &bad}).status, SolveStatus::breakdown);
+}
+
+TEST_F(Krylov, BreakdownAndLimits) {
+  // [[0, 1], [1, 0]] x = [1, 0]: BiCGStab's r̂ᵀ A p is 0 at once; GMRES solves it.
+  Dense<double> S(2, 2);
+  S(0, 1) = S(1, 0) = 1.0;
+  const CsrMatrix<double> A = to_csr(std::as_const(S).view());
+  const std::vector<double> b{1.0, 0.0};
+  const auto s = bicgstab(LinearOperator<double>(A), b);
+  EXPECT_EQ(s.status, SolveStatus::breakdown);
+  EXPECT_TRUE(std::ranges::all_of(s.x, [](double v) { return std::isfinite(v); }));
+  EXPECT_GT(s.rel_residual, 0.5);
+  const auto g = gmres(LinearOperator<double>(A), b);
+  EXPECT_EQ(g.status, SolveStatus::converged);
+  EXPECT_NEAR(g.x[1], 1.0, 1e-14);
+  // Too few iterations: max_iterations, with the true residual of the x returned.
+  const CsrMatrix<double> C = convdiff3d<double>(8, 1.0);
+  const std::vector<double> c = random_vector(rng, C.rows());
+  for (const bool use_gmres : {true, false}) {
+    const auto r = use_gmres ? gmres(LinearOperator<double>(C), c, {.tol = 1e-12, .max_iter = 4})
+                             : bicgstab(LinearOperator<double>(C), c, {.tol = 1e-12, .max_iter = 4});
+    EXPECT_EQ(r.status, SolveStatus::max_iterations);
+    EXPECT_EQ(r.iterations, 4);
+    EXPECT_NEAR(r.rel_residual, true_residual<double>(C, c, r.x), 1e-14);
+  }
+  // The callback stops the solve.
+  index_t calls = 0;
+  const auto stopped = gmres(LinearOperator<double>(C), c,
+                             {.tol = 1e-12, .callback = [&](index_t, double) { return ++calls < 3; }});
+  EXPECT_EQ(stopped.status, SolveStatus::stopped);
+  EXPECT_EQ(stopped.iterations, 3);
+}
+
+TEST_F(Krylov, ArgumentErrors) {
+  const CsrMatrix<double> A = convdiff3d<double>(3, 1.0);
+  const LinearOperator<double> op(A);
+  std::vector<double> b(27, 1.0);
+  EXPECT_THROW((void)gmres(op, std::span<const double>(b.data(), 26)), DimensionMismatch);
+  EXPECT_THROW((void)gmres(op, b, {.restart = 0}), InvalidArgument);
+  EXPECT_THROW((void)bicgstab(op, b, {.tol = -1.0}), InvalidArgument);
+  EXPECT_THROW((void)bicgstab(op, b, {.max_iter = -1}), InvalidArgument);
+  const auto small = ilu0(convdiff3d<double>(2, 1.0));
+  try {
+    (void)gmres(op, b, {.M = &small});
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("preconditioner M (ilu0) is for 8 rows"));
+  }
+  b[4] = std::nan("");
+  try {
+    (void)bicgstab(op, b);
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("b[4]"));
+  }
+}
+
+TEST_F(Krylov, ThreadIndependent) {
+  const CsrMatrix<double> A = convdiff3d<double>(18, 2.0);  // 5832 rows: two reduction chunks
+  const std::vector<double> b = random_vector(rng, A.rows());
+  const auto M = ilu0(A);
+  expect_thread_independent([&] {
+    const LinearOperator<double> op(A);
+    std::vector<double> out = gmres(op, b, {.tol = 1e-9, .restart = 10, .M = &M}).x;
+    const std::vector<double> s = bicgstab(op, b, {.tol = 1e-9, .M = &M}).x;
+    out.insert(out.end(), s.begin(), s.end());
+    return out;
+  });
+}
+
+}  // namespace
+}  // namespace trnsparse::test
