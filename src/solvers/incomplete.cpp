@@ -6,16 +6,35 @@
 // entry of its stored blocks, zeros included, so the factors keep its block pattern).
 // The structures of L and U, and for each of their entries the working entry it comes
 // from, are built once; `update` refactors into the same arrays, so the triangular
-// solvers, which view them, stay valid.
+// solvers, which view them, stay valid. Every array is sized before it is filled, on
+// huge pages (runtime/huge_pages.hpp): faulting in fresh 4 KiB pages would otherwise
+// cost more than the factorisation.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "runtime/checks.hpp"
+#include "runtime/huge_pages.hpp"
 #include "trnsparse/preconditioners.hpp"
 
 namespace trnsparse {
+
+namespace {
+
+/// A 64-bit hash of a CSR structure (its shape, row pointers and column indices), so
+/// that `update` recognises the structure without keeping a copy of it.
+template <class T>
+std::uint64_t structure_hash(const CsrMatrix<T>& A) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ static_cast<std::uint64_t>(A.rows());
+  const auto mix = [&h](index_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 0xff51afd7ed558ccdull; };
+  for (const index_t p : A.row_ptr()) mix(p);
+  for (const index_t j : A.col_indices()) mix(j);
+  return h ^ (h >> 33);
+}
+
+}  // namespace
 
 template <SolverValue T>
 struct IncompleteFactorization<T>::Impl {
@@ -24,11 +43,12 @@ struct IncompleteFactorization<T>::Impl {
   index_t n = 0;
   // The matrix the factors were built from, to check the structure `update` gets.
   std::shared_ptr<const BsrStructure> bsr;  // null when built from CSR
-  std::vector<index_t> csr_ptr, csr_idx;    // A's own arrays when built from CSR
+  std::uint64_t csr_structure = 0;           // structure_hash of A when built from CSR
   // The working pattern (CSR), where each entry's value comes from in A's values, and
   // the position of each row's diagonal.
   std::vector<index_t> ptr, idx, src, diag;
   std::vector<double> w;
+  std::vector<index_t> pos;  // factor's scratch: column -> entry of the current row, else -1
   CsrMatrix<T> lower{0, 0}, upper{0, 0};
   std::vector<index_t> lower_src, upper_src;  // working entry of each factor entry, -1 for a unit 1
   std::optional<TriangularSolver<T>> lower_solve, upper_solve;
@@ -38,10 +58,14 @@ struct IncompleteFactorization<T>::Impl {
   template <class Rows>
   void build_pattern(Rows&& rows) {
     const bool keep_upper = kind == Kind::ilu0;
-    ptr.assign(1, 0);
-    idx.clear();
-    src.clear();
-    diag.assign(static_cast<std::size_t>(n), -1);
+    index_t count = 0;
+    rows([&](index_t i, index_t j, index_t) { count += j <= i || keep_upper; }, [] {});
+    ptr = detail::huge_reserved<index_t>(n + 1, "incomplete factorisation: row pointers");
+    idx = detail::huge_reserved<index_t>(count, "incomplete factorisation: pattern");
+    src = detail::huge_reserved<index_t>(count, "incomplete factorisation: pattern");
+    diag = detail::huge_vector<index_t>(n, "incomplete factorisation: diagonal");
+    std::fill(diag.begin(), diag.end(), index_t{-1});
+    ptr.push_back(0);
     rows([&](index_t i, index_t j, index_t at) {
       if (j > i && !keep_upper) return;
       if (j == i) diag[static_cast<std::size_t>(i)] = static_cast<index_t>(idx.size());
@@ -51,54 +75,66 @@ struct IncompleteFactorization<T>::Impl {
     for (index_t i = 0; i < n; ++i)
       if (diag[static_cast<std::size_t>(i)] < 0)
         throw InvalidArgument(detail::concat(who, ": row ", i, " of A has no diagonal entry (zero pivot)"));
-    w.assign(idx.size(), 0.0);
+    w = detail::huge_vector<double>(count, "incomplete factorisation: values");
+    pos = detail::huge_vector<index_t>(n, "incomplete factorisation: columns of a row");
+    std::fill(pos.begin(), pos.end(), index_t{-1});
   }
 
   /// The factors' structures: ILU(0) L = the strict lower part and a unit diagonal, U =
   /// the diagonal and upper part; IC(0) L = the working pattern, U = Lᵀ.
   void build_factors() {
-    std::vector<index_t> lp{0}, li, up{0}, ui;
-    lower_src.clear();
-    upper_src.clear();
+    const auto nnz = static_cast<index_t>(idx.size());
+    index_t nl = 0;  // L: for ILU(0), each row's entries left of the diagonal and a unit 1
+    if (kind == Kind::ilu0)
+      for (index_t i = 0; i < n; ++i) nl += diag[static_cast<std::size_t>(i)] - ptr[i] + 1;
+    else
+      nl = nnz;
+    const index_t nu = kind == Kind::ilu0 ? nnz + n - nl : nnz;
+    const auto reserve = [](index_t count, const char* what) { return detail::huge_reserved<index_t>(count, what); };
+    std::vector<index_t> lp = reserve(n + 1, "incomplete factorisation: L"), li = reserve(nl, "incomplete factorisation: L"),
+                         up = reserve(n + 1, "incomplete factorisation: U"), ui = reserve(nu, "incomplete factorisation: U");
+    lower_src = reserve(nl, "incomplete factorisation: L");
+    upper_src = reserve(nu, "incomplete factorisation: U");
     if (kind == Kind::ilu0) {
+      lp.push_back(0);
+      up.push_back(0);
       for (index_t i = 0; i < n; ++i) {
-        for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
-          if (idx[e] < i) {
-            li.push_back(idx[e]);
-            lower_src.push_back(e);
-          } else {
-            ui.push_back(idx[e]);
-            upper_src.push_back(e);
-          }
+        const index_t d = diag[static_cast<std::size_t>(i)];
+        for (index_t e = ptr[i]; e < d; ++e) {
+          li.push_back(idx[e]);
+          lower_src.push_back(e);
         }
         li.push_back(i);
         lower_src.push_back(-1);
+        for (index_t e = d; e < ptr[i + 1]; ++e) {
+          ui.push_back(idx[e]);
+          upper_src.push_back(e);
+        }
         lp.push_back(static_cast<index_t>(li.size()));
         up.push_back(static_cast<index_t>(ui.size()));
       }
     } else {
-      li = idx;
-      lp = ptr;
-      lower_src.resize(idx.size());
-      for (std::size_t e = 0; e < idx.size(); ++e) lower_src[e] = static_cast<index_t>(e);
+      li.assign(idx.begin(), idx.end());
+      lp.assign(ptr.begin(), ptr.end());
+      for (index_t e = 0; e < nnz; ++e) lower_src.push_back(e);
       // Lᵀ by a counting sort on the columns: rows of U in ascending column order.
       up.assign(static_cast<std::size_t>(n) + 1, 0);
       for (const index_t j : idx) ++up[static_cast<std::size_t>(j) + 1];
       for (index_t j = 0; j < n; ++j) up[j + 1] += up[j];
-      ui.resize(idx.size());
-      upper_src.resize(idx.size());
-      std::vector<index_t> at(up.begin(), up.end() - 1);
+      ui.resize(static_cast<std::size_t>(nnz));
+      upper_src.resize(static_cast<std::size_t>(nnz));
+      std::vector<index_t>& at = pos;  // pos is free until factor(): the next slot of each row of U
+      std::copy(up.begin(), up.end() - 1, at.begin());
       for (index_t i = 0; i < n; ++i)
         for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
           const index_t k = at[static_cast<std::size_t>(idx[e])]++;
           ui[k] = i;
           upper_src[k] = e;
         }
+      std::fill(pos.begin(), pos.end(), index_t{-1});
     }
-    const auto values = [](std::size_t count) { return std::vector<T>(count, T(0)); };
-    const std::size_t nl = li.size(), nu = ui.size();
-    lower = CsrMatrix<T>(n, n, std::move(lp), std::move(li), values(nl));
-    upper = CsrMatrix<T>(n, n, std::move(up), std::move(ui), values(nu));
+    lower = CsrMatrix<T>(n, n, std::move(lp), std::move(li), detail::huge_vector<T>(nl, "incomplete factorisation: L"));
+    upper = CsrMatrix<T>(n, n, std::move(up), std::move(ui), detail::huge_vector<T>(nu, "incomplete factorisation: U"));
     lower_solve.emplace(lower, Triangle::lower, kind == Kind::ilu0 ? Diagonal::unit : Diagonal::non_unit);
     upper_solve.emplace(upper, Triangle::upper, Diagonal::non_unit);
   }
@@ -113,7 +149,6 @@ struct IncompleteFactorization<T>::Impl {
       }
       w[e] = v;
     }
-    std::vector<index_t> pos(static_cast<std::size_t>(n), -1);  // column -> entry of the current row
     for (index_t i = 0; i < n; ++i) {
       for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) pos[static_cast<std::size_t>(idx[e])] = e;
       const index_t d = diag[static_cast<std::size_t>(i)];
@@ -156,11 +191,12 @@ struct IncompleteFactorization<T>::Impl {
 
   void init_csr(const CsrMatrix<T>& A) {
     n = A.rows();
-    csr_ptr.assign(A.row_ptr().begin(), A.row_ptr().end());
-    csr_idx.assign(A.col_indices().begin(), A.col_indices().end());
+    csr_structure = structure_hash(A);
+    const auto ptr_a = A.row_ptr();
+    const auto idx_a = A.col_indices();
     build_pattern([&](auto&& emit, auto&& end_row) {
       for (index_t i = 0; i < n; ++i) {
-        for (index_t e = csr_ptr[i]; e < csr_ptr[i + 1]; ++e) emit(i, csr_idx[e], e);
+        for (index_t e = ptr_a[i]; e < ptr_a[i + 1]; ++e) emit(i, idx_a[e], e);
         end_row();
       }
     });
@@ -237,7 +273,7 @@ void IncompleteFactorization<T>::apply(std::span<const T> r, std::span<T> z) con
 template <SolverValue T>
 void IncompleteFactorization<T>::update(const CsrMatrix<T>& A) {
   auto& s = *impl_;
-  if (s.bsr || !std::ranges::equal(A.row_ptr(), s.csr_ptr) || !std::ranges::equal(A.col_indices(), s.csr_idx))
+  if (s.bsr || A.rows() != s.n || A.cols() != s.n || structure_hash(A) != s.csr_structure)
     throw InvalidArgument(detail::concat(s.who, ".update: A's structure differs from the one the factors were built from",
                                          s.bsr ? " (a BSR matrix)" : ""));
   s.factor(A.values());

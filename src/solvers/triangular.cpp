@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/checks.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/parallel.hpp"
 #include "trnsparse/preconditioners.hpp"
 
@@ -37,8 +38,9 @@ struct TriangularSolver<T>::Impl {
   std::vector<double> level_cost;    // stored values a level reads
 
   void schedule() {
-    diagonal.assign(static_cast<std::size_t>(nb), -1);
-    std::vector<index_t> level(static_cast<std::size_t>(nb), 0);
+    diagonal = detail::huge_vector<index_t>(nb, "sptrsv: diagonal");
+    std::fill(diagonal.begin(), diagonal.end(), index_t{-1});
+    std::vector<index_t> level = detail::huge_vector<index_t>(nb, "sptrsv: levels");
     index_t depth = 0;
     const auto visit = [&](index_t i) {
       index_t l = 0;
@@ -63,7 +65,7 @@ struct TriangularSolver<T>::Impl {
           static_cast<double>((ptr[i + 1] - ptr[i]) * b * b + b);
     }
     for (index_t l = 0; l < depth; ++l) level_ptr[l + 1] += level_ptr[l];
-    order.resize(static_cast<std::size_t>(nb));
+    order = detail::huge_vector<index_t>(nb, "sptrsv: schedule");
     std::vector<index_t> at(level_ptr.begin(), level_ptr.end() - 1);
     for (index_t i = 0; i < nb; ++i) order[static_cast<std::size_t>(at[static_cast<std::size_t>(level[i])]++)] = i;
   }
@@ -187,16 +189,28 @@ void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
     if (const index_t row = s.singular_row(); row >= 0)
       throw InvalidArgument(detail::concat(s.who, ": the diagonal entry of row ", row,
                                            " is zero or not stored; a non-unit triangular solve divides by it"));
+  if (s.nb == 0) return;
   const T* rhs = b.data();
   T* out = x.data();
+  const std::size_t depth = s.level_ptr.size() - 1;
+  std::vector<int> parts(depth);
+  for (std::size_t l = 0; l < depth; ++l)
+    parts[l] = detail::parts_for(detail::ceil_div(s.level_ptr[l + 1] - s.level_ptr[l], kRowsPerUnit),
+                                 detail::work_ns(detail::Work::csr, s.level_cost[l]));
+  std::vector<double> scratch(static_cast<std::size_t>(std::ranges::max(parts, {}, [](int p) { return p; }) * s.b));
+  if (std::ranges::all_of(parts, [](int p) { return p == 1; })) {
+    // No level is worth a team: one sweep in the matrix's own order, which reads A and x
+    // front to back (level order jumps across them), with the same sums per row.
+    if (s.lower)
+      for (index_t i = 0; i < s.nb; ++i) s.solve_row(i, rhs, out, scratch.data());
+    else
+      for (index_t i = s.nb - 1; i >= 0; --i) s.solve_row(i, rhs, out, scratch.data());
+    return;
+  }
   detail::UnitRanges ranges;
-  std::vector<double> scratch;
-  for (std::size_t l = 0; l + 1 < s.level_ptr.size(); ++l) {
+  for (std::size_t l = 0; l < depth; ++l) {
     const index_t first = s.level_ptr[l], count = s.level_ptr[l + 1] - first;
-    const index_t units = detail::ceil_div(count, kRowsPerUnit);
-    const int parts = detail::parts_for(units, detail::work_ns(detail::Work::csr, s.level_cost[l]));
-    scratch.resize(static_cast<std::size_t>(parts * s.b));
-    detail::parallel_for(parts, units, ranges, [&](int slot, index_t u) {
+    detail::parallel_for(parts[l], detail::ceil_div(count, kRowsPerUnit), ranges, [&](int slot, index_t u) {
       const index_t lo = first + u * kRowsPerUnit, hi = std::min(first + count, lo + kRowsPerUnit);
       for (index_t k = lo; k < hi; ++k)
         s.solve_row(s.order[static_cast<std::size_t>(k)], rhs, out, scratch.data() + slot * s.b);

@@ -1,8 +1,10 @@
 /// @file solve.cpp
 /// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
-/// [--precond jacobi|none] [--poisson N] [--problem SPEC] [--json]`: conjugate gradients
-/// (float64, CSR) on a Matrix Market matrix or, without a file, on the embedded 3D Poisson
-/// problem poisson3d(N) or the problem --problem names (named_problem: elasticity3d:N, ...).
+/// [--method cg|gmres|bicgstab] [--precond none|jacobi|bjacobi|ic0|ilu0] [--restart M]
+/// [--block-size B] [--poisson N] [--problem SPEC] [--json]`: a Krylov solve (float64,
+/// CSR) on a Matrix Market matrix or, without a file, on the embedded 3D Poisson problem
+/// poisson3d(N) or the problem --problem names (named_problem: elasticity3d:N,
+/// convdiff3d:N:PECLET, ...). The preconditioner's setup is timed apart from the solve.
 /// When stderr is a terminal (and without --json), a progress line there
 /// shows the iteration, the relative residual, the mean convergence rate per iteration,
 /// the elapsed time and an estimate of the time left; a summary follows on stdout.
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -21,6 +24,7 @@
 #include "trnsparse/convert.hpp"
 #include "trnsparse/generators.hpp"
 #include "trnsparse/io.hpp"
+#include "trnsparse/preconditioners.hpp"
 #include "trnsparse/solvers.hpp"
 
 namespace trnsparse::cli {
@@ -31,7 +35,10 @@ struct SolveCliOptions {
   std::string rhs = "ones";
   double tol = 1e-8;
   index_t max_iter = 10000;
+  std::string method = "cg";
   std::string precond = "jacobi";
+  index_t restart = 30;
+  index_t block_size = 0;  ///< bjacobi's blocks; 0: 3 for elasticity3d, else 1
   index_t poisson = 64;
   std::string problem;  ///< NAME:N, overriding --poisson
   bool json = false;
@@ -61,6 +68,25 @@ std::vector<double> right_hand_side(const std::string& rhs, index_t n) {
   return {v.begin(), v.end()};
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The preconditioner --precond names, built for A (null for none and for jacobi, which
+/// CG takes as its diagonal and GMRES and BiCGStab as a point block Jacobi).
+std::unique_ptr<Preconditioner<double>> make_preconditioner(const SolveCliOptions& o, const CsrMatrix<double>& A) {
+  if (o.precond == "ic0") return std::make_unique<IncompleteFactorization<double>>(ic0(A));
+  if (o.precond == "ilu0") return std::make_unique<IncompleteFactorization<double>>(ilu0(A));
+  const bool blocks = o.precond == "bjacobi" || (o.precond == "jacobi" && o.method != "cg");
+  if (!blocks) return nullptr;
+  index_t b = o.precond == "jacobi" ? 1 : o.block_size;
+  if (b == 0) b = o.problem.starts_with("elasticity3d:") && o.file.empty() ? 3 : 1;
+  if (A.rows() % b != 0)
+    throw InvalidArgument("--block-size " + std::to_string(b) + " does not divide the matrix's " +
+                          std::to_string(A.rows()) + " rows");
+  return std::make_unique<BlockJacobi<double>>(A, b);
+}
+
 void run_solve(const SolveCliOptions& o) {
   const bool from_file = !o.file.empty();
   const auto loaded = from_file ? std::pair{to_csr(read_matrix_market(o.file).entries), o.file} : embedded_problem(o);
@@ -68,24 +94,40 @@ void run_solve(const SolveCliOptions& o) {
   const std::string& problem = loaded.second;
   const LinearOperator<double> op(A);
   const std::vector<double> b = right_hand_side(o.rhs, A.rows());
-  const std::vector<double> M = o.precond == "jacobi" ? jacobi_preconditioner(A) : std::vector<double>{};
+
+  const auto setup_start = std::chrono::steady_clock::now();
+  const std::vector<double> diagonal =
+      o.precond == "jacobi" && o.method == "cg" ? jacobi_preconditioner(A) : std::vector<double>{};
+  const std::unique_ptr<Preconditioner<double>> M = make_preconditioner(o, A);
+  const double setup_seconds = seconds_since(setup_start);
 
   Progress progress(!o.json);
-  CgOptions<double> options{.tol = o.tol, .max_iter = o.max_iter, .preconditioner = M};
+  std::function<bool(index_t, double)> callback;
   double first = std::nan("");
   if (progress.on())
-    options.callback = [&](index_t it, double rel) {
+    callback = [&](index_t it, double rel) {
       if (it == 1) first = rel;
       const double rate = it > 1 ? std::pow(rel / first, 1.0 / static_cast<double>(it - 1)) : std::nan("");
       char status[128];
-      std::snprintf(status, sizeof status, "cg: iteration %lld, residual %.3e, rate %.4f", static_cast<long long>(it),
-                    rel, rate);
+      std::snprintf(status, sizeof status, "%s: iteration %lld, residual %.3e, rate %.4f", o.method.c_str(),
+                    static_cast<long long>(it), rel, rate);
       progress.update(status, Progress::log_fraction(first, rel, o.tol));
       return true;
     };
   const auto start = std::chrono::steady_clock::now();
-  const SolveResult<double> res = cg(op, std::span<const double>(b), options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::span<const double> rhs(b);
+  const KrylovOptions<double> krylov{
+      .tol = o.tol, .max_iter = o.max_iter, .restart = o.restart, .M = M.get(), .callback = callback};
+  const SolveResult<double> res =
+      o.method == "gmres"      ? gmres(op, rhs, krylov)
+      : o.method == "bicgstab" ? bicgstab(op, rhs, krylov)
+                               : cg(op, rhs,
+                                    {.tol = o.tol,
+                                     .max_iter = o.max_iter,
+                                     .preconditioner = diagonal,
+                                     .callback = callback,
+                                     .M = M.get()});
+  const double seconds = seconds_since(start);
   progress.clear();
 
   if (o.json) {
@@ -93,20 +135,23 @@ void run_solve(const SolveCliOptions& o) {
     line.string("problem", problem)
         .integer("n", A.rows())
         .integer("nnz", A.nnz())
+        .string("method", o.method)
         .string("precond", o.precond)
         .boolean("converged", res.converged())
         .string("status", to_string(res.status))
         .integer("iterations", res.iterations)
         .number("rel_residual", res.rel_residual)
+        .number("setup_seconds", setup_seconds)
         .number("seconds", seconds);
     print_line(line.str());
     return;
   }
-  std::printf("%s: %lld x %lld, %lld non-zeros, preconditioner %s\n", problem.c_str(),
+  std::printf("%s: %lld x %lld, %lld non-zeros, preconditioner %s (setup %.3f s)\n", problem.c_str(),
               static_cast<long long>(A.rows()), static_cast<long long>(A.cols()), static_cast<long long>(A.nnz()),
-              o.precond.c_str());
-  std::printf("cg: %s after %lld iterations, relative residual %.3e, %.3f s (%.3f ms per iteration)\n",
-              std::string(to_string(res.status)).c_str(), static_cast<long long>(res.iterations), res.rel_residual,
+              o.precond.c_str(), setup_seconds);
+  std::printf("%s: %s after %lld iterations, relative residual %.3e, %.3f s (%.3f ms per iteration)\n",
+              o.method.c_str(), std::string(to_string(res.status)).c_str(), static_cast<long long>(res.iterations),
+              res.rel_residual,
               seconds, res.iterations > 0 ? 1e3 * seconds / static_cast<double>(res.iterations) : 0.0);
 }
 
@@ -115,8 +160,8 @@ void run_solve(const SolveCliOptions& o) {
 Subcommand add_solve(CLI::App& app) {
   auto o = std::make_shared<SolveCliOptions>();
   CLI::App* command = app.add_subcommand(
-      "solve", "Conjugate gradients on a Matrix Market file or, without one, on the 3D Poisson problem");
-  command->add_option("file", o->file, "Matrix Market file of a symmetric positive definite matrix")
+      "solve", "A Krylov solve (CG, GMRES, BiCGStab) on a Matrix Market file or, without one, on the 3D Poisson problem");
+  command->add_option("file", o->file, "Matrix Market file of a square matrix (symmetric positive definite for cg)")
       ->check(CLI::ExistingFile);
   command->add_option("--rhs", o->rhs, "Right-hand side: ones, random, or a Matrix Market n x 1 file")
       ->capture_default_str();
@@ -126,15 +171,27 @@ Subcommand add_solve(CLI::App& app) {
   command->add_option("--maxiter", o->max_iter, "Maximum number of iterations")
       ->check(CLI::Range(index_t{0}, index_t{1} << 40))
       ->capture_default_str();
-  command->add_option("--precond", o->precond, "Preconditioner")
-      ->check(CLI::IsMember({"jacobi", "none"}))
+  command->add_option("--method", o->method, "Krylov method (gmres and bicgstab for nonsymmetric matrices)")
+      ->check(CLI::IsMember({"cg", "gmres", "bicgstab"}))
       ->capture_default_str();
+  command->add_option("--precond", o->precond,
+                      "Preconditioner: none, jacobi, bjacobi (inverted diagonal blocks), ic0 (incomplete Cholesky), "
+                      "ilu0 (incomplete LU)")
+      ->check(CLI::IsMember({"none", "jacobi", "bjacobi", "ic0", "ilu0"}))
+      ->capture_default_str();
+  command->add_option("--restart", o->restart, "GMRES's basis size")
+      ->check(CLI::Range(index_t{1}, index_t{1000}))
+      ->capture_default_str();
+  command->add_option("--block-size", o->block_size,
+                      "bjacobi's block size (default: 3 for elasticity3d, else 1); it must divide the rows")
+      ->check(CLI::Range(index_t{1}, index_t{64}));
   command->add_option("--poisson", o->poisson, "Grid points per dimension of the embedded problem (N^3 rows)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   command->add_option("--problem", o->problem,
                       "An embedded problem instead: poisson3d:N, elasticity3d:N (3D linear elasticity on N^3 "
-                      "hexahedra, 3 unknowns per node), block_stencil3d:N[:FIELDS] or random_blocks:N:B:DENSITY "
+                      "hexahedra, 3 unknowns per node), convdiff3d:N[:PECLET] (upwind convection-diffusion, "
+                      "nonsymmetric), block_stencil3d:N[:FIELDS] or random_blocks:N:B:DENSITY "
                       "(CG needs a symmetric positive definite one)");
   add_json_flag(*command, o->json);
   return {command, [o] { run_solve(*o); }};
