@@ -30,6 +30,7 @@ namespace trnsparse {
 template <SolverValue T>
 class Preconditioner {
 public:
+  using value_type = T;
   virtual ~Preconditioner() = default;
   /// A's rows.
   [[nodiscard]] virtual index_t size() const noexcept = 0;

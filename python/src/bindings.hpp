@@ -14,6 +14,7 @@ void bind_generators(pybind11::module_& m);  // generators.cpp: poisson3d, rando
 void bind_products(pybind11::module_& m);    // products.cpp: spmv, spmm, algebra, bsr_spmm
 void bind_spgemm(pybind11::module_& m);      // spgemm.cpp: sparse × sparse products and their gradients
 void bind_solvers(pybind11::module_& m);     // solvers.cpp: CG, Chebyshev, Richardson, power iteration
+void bind_preconditioners(pybind11::module_& m);  // preconditioners.cpp: preconditioners, cg/gmres/bicgstab
 void bind_linear(pybind11::module_& m);      // linear.cpp: the block-sparse linear layer's kernels
 void bind_screening(pybind11::module_& m);   // screening.cpp: screened_spmm and its backward
 void bind_attention(pybind11::module_& m);   // attention.cpp: AttentionMask, builders, forward, backward

@@ -30,6 +30,14 @@ void bind_generators(py::module_& m) {
       return Csr{named_problem<T>(spec)};
     });
   });
+  // The free nodes' coordinates of elasticity3d(n), float64 (nodes x 3).
+  m.def("elasticity3d_coordinates", [](index_t n) {
+    Dense<double> xyz = [&] {
+      py::gil_scoped_release nogil;
+      return elasticity3d_coordinates(n);
+    }();
+    return dense_array(std::move(xyz));
+  });
 }
 
 }  // namespace trnsparse::python

@@ -19,6 +19,7 @@ PYBIND11_MODULE(_core, m) {
   bind_spgemm(m);
   bind_linear(m);
   bind_solvers(m);
+  bind_preconditioners(m);
   bind_screening(m);
   bind_attention(m);
   bind_advisor(m);

@@ -406,6 +406,19 @@ def elasticity3d(n: int, dtype: torch.dtype = torch.float64) -> CSRMatrix:
     return CSRMatrix._from_handle(_core.generate("elasticity3d", int(n), 3, dtype_name(dtype, "elasticity3d")))
 
 
+def elasticity3d_coordinates(n: int) -> torch.Tensor:
+    """The (x, y, z) coordinates of elasticity3d(n)'s free nodes in its node order, a
+    float64 tensor (nodes, 3): what the rigid-body modes of AMG's near-nullspace need."""
+    return from_array(_core.elasticity3d_coordinates(int(n)), torch.float64)
+
+
+def convdiff3d(n: int, peclet: float = 1.0, dtype: torch.dtype = torch.float64) -> CSRMatrix:
+    """Upwind convection–diffusion on an n x n x n grid: poisson3d's stencil plus
+    first-order upwind convection along v = (1, 1/2, 1/4) at cell Péclet number `peclet`
+    (an M-matrix, nonsymmetric for peclet > 0); n^3 rows."""
+    return named_problem(f"convdiff3d:{int(n)}:{float(peclet)!r}", dtype)
+
+
 def block_stencil3d(n: int, fields: int = 5, dtype: torch.dtype = torch.float64) -> CSRMatrix:
     """A CFD-like 7-point stencil on an n x n x n grid with `fields` unknowns per node,
     coupled by dense fields x fields blocks; nonsymmetric, fields n^3 rows."""
@@ -427,8 +440,8 @@ def random_blocks(n: int, block_size: int, block_density: float, seed: int = 0,
 
 def named_problem(spec: str, dtype: torch.dtype = torch.float64) -> CSRMatrix:
     """The matrix a problem specification names, as the CLI's --problem takes it:
-    "poisson3d:N", "elasticity3d:N", "block_stencil3d:N[:FIELDS]" or
-    "random_blocks:N:B:DENSITY" (seed 0)."""
+    "poisson3d:N", "elasticity3d:N", "convdiff3d:N[:PECLET]", "block_stencil3d:N[:FIELDS]"
+    or "random_blocks:N:B:DENSITY" (seed 0)."""
     if not isinstance(spec, str):
         raise TypeError(f"named_problem: spec must be a str, got {type(spec).__name__}")
     return CSRMatrix._from_handle(_core.named_problem(spec, dtype_name(dtype, "named_problem")))

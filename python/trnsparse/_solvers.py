@@ -23,6 +23,7 @@ from torch.autograd.function import once_differentiable
 from . import _core
 from ._formats import BSRMatrix
 from ._interop import as_tensor, check, dense_arg, dense_operand, from_array
+from ._krylov import PRECONDITIONERS, Preconditioner, block_jacobi, ic0, ilu0, krylov_solve
 
 _REAL = (torch.float32, torch.float64)
 
@@ -109,6 +110,12 @@ def _cg_solve(A: BSRMatrix, b: torch.Tensor, x0, tol, max_iter, M, who: str):
     """cg_bsr without autograd."""
     if b.dim() == 2:
         return _cg_block(A, b, x0, tol, max_iter, M, who)
+    if isinstance(M, Preconditioner):  # the core's CG with the object's z = M⁻¹ r
+        if not bool(b.any()):
+            return (torch.zeros_like(b) if x0 is None else _vector(x0, A, who, "x0").clone()), 0, 0.0
+        x, iterations, rel, _status = krylov_solve(A, b, method="cg", precond=M, tol=tol, max_iter=max_iter,
+                                                   x0=x0, who=who)
+        return x, iterations, rel
     b = _vector(b, A, who, "b")
     x0 = None if x0 is None else _vector(x0, A, who, "x0")
     tol, max_iter = float(tol), int(max_iter)
@@ -173,22 +180,57 @@ class _CGSolve(torch.autograd.Function):
         return lam if ctx.needs_input_grad[0] else None, dblocks, None, None, None, None, None, None, None
 
 
-def solve(A, b, *, tol: float = 1e-10, max_iter: int | None = None,
-          M: Callable[[torch.Tensor], torch.Tensor] | torch.Tensor | None = None) -> torch.Tensor:
-    """x = A⁻¹ b for a symmetric positive-definite BSRMatrix A, b of shape (n,) or (n, k):
-    `cg_bsr` preconditioned with `jacobi_preconditioner_bsr(A)` unless M is given, and
-    max_iter None allowing 10 n iterations. Differentiable in b and A.blocks as cg_bsr is.
-    RuntimeError, naming the iterations and the relative residual, when the solve (or,
-    in backward, the adjoint solve) stops above tol."""
+def solve(A, b, *, method: str = "cg", precond="jacobi", tol: float = 1e-10, max_iter: int | None = None,
+          restart: int = 30, M: Callable[[torch.Tensor], torch.Tensor] | torch.Tensor | None = None) -> torch.Tensor:
+    """x = A⁻¹ b for a square CSRMatrix, BSRMatrix or scipy.sparse matrix A.
+
+    method: "cg" (A symmetric positive definite), "gmres" (restarted every `restart`
+    iterations) or "bicgstab" (any nonsingular A; both preconditioned on the right).
+    precond: "none", "jacobi", "bjacobi" (A's diagonal blocks), "ic0", "ilu0", or a
+    Preconditioner object from block_jacobi / ic0 / ilu0, built once and reused (and
+    `update`d for new values). M (0.6's contract, BSR CG only): a callable r -> M⁻¹ r or a
+    dense M⁻¹ instead of precond. max_iter None allows 10 n iterations.
+
+    CG on a BSRMatrix is differentiable in b (of shape (n,) or (n, k)) and A.blocks, as
+    cg_bsr is; the other solves take one right-hand side (n,) and no gradient (ValueError
+    when one is asked for). RuntimeError, naming the iterations, the relative residual
+    and how the solve ended, when it stops above tol (or, in backward, the adjoint solve
+    does): a failed solve never returns."""
     who = "solve"
-    A = _operator(A, who)
-    tol = float(tol)
-    max_iter = 10 * A.shape[0] if max_iter is None else int(max_iter)
-    if M is None:
-        M = jacobi_preconditioner_bsr(A)
-    x, iterations, residuals = _cg(A, b, None, tol, max_iter, M, who, strict=True)
-    _require_converged(who, tol, iterations, residuals, "A x = b")
+    if M is not None:
+        if not (isinstance(precond, str) and precond == "jacobi"):
+            raise ValueError(f"{who}: give precond or M, not both")
+        precond = M
+    b = as_tensor(b, who, "b")
+    grad = torch.is_grad_enabled() and (b.requires_grad or getattr(A, "values", getattr(A, "blocks", b)).requires_grad)
+    if method == "cg" and isinstance(A, BSRMatrix) and (grad or b.dim() == 2 or not isinstance(precond, (str, Preconditioner))):
+        A = _operator(A, who)
+        tol = float(tol)
+        max_iter = 10 * A.shape[0] if max_iter is None else int(max_iter)
+        if isinstance(precond, str):
+            precond = (None if precond == "none" else jacobi_preconditioner_bsr(A) if precond == "jacobi"
+                       else _named(precond, A, who))
+        x, iterations, residuals = _cg(A, b, None, tol, max_iter, precond, who, strict=True)
+        _require_converged(who, tol, iterations, residuals, "A x = b")
+        return x
+    if grad:
+        raise ValueError(f"{who}: gradients flow through method='cg' on a BSRMatrix only (here method={method!r} on a "
+                         f"{type(A).__name__}); convert with BSRMatrix.from_csr or detach b and A")
+    x, iterations, rel, status = krylov_solve(A, b, method=method, precond=precond, tol=tol, max_iter=max_iter,
+                                              restart=restart, who=who)
+    if status != "converged":
+        name = precond.name if isinstance(precond, Preconditioner) else precond
+        raise RuntimeError(f"{who}: {method} with precond {name} did not converge ({status}): relative residual "
+                           f"{rel:.3e} > tol = {float(tol):g} after {iterations} iterations")
     return x
+
+
+def _named(precond: str, A: BSRMatrix, who: str) -> Preconditioner:
+    """The Preconditioner a name other than none / jacobi builds for A."""
+    builders = {"bjacobi": block_jacobi, "ic0": ic0, "ilu0": ilu0}
+    if precond not in builders:
+        raise ValueError(f"{who}: precond = {precond!r}, expected one of {PRECONDITIONERS} or a Preconditioner")
+    return builders[precond](A)
 
 
 def _cg_block(A: BSRMatrix, B, X0, tol: float, max_iter: int, M, who: str):
