@@ -23,7 +23,7 @@ from torch.autograd.function import once_differentiable
 from . import _core
 from ._formats import BSRMatrix
 from ._interop import as_tensor, check, dense_arg, dense_operand, from_array
-from ._krylov import PRECONDITIONERS, Preconditioner, block_jacobi, ic0, ilu0, krylov_solve
+from ._krylov import PRECONDITIONERS, Preconditioner, _matrix, block_jacobi, ic0, ilu0, krylov_solve
 
 _REAL = (torch.float32, torch.float64)
 
@@ -201,8 +201,9 @@ def solve(A, b, *, method: str = "cg", precond="jacobi", tol: float = 1e-10, max
         if not (isinstance(precond, str) and precond == "jacobi"):
             raise ValueError(f"{who}: give precond or M, not both")
         precond = M
+    A = _matrix(A, who)
     b = as_tensor(b, who, "b")
-    grad = torch.is_grad_enabled() and (b.requires_grad or getattr(A, "values", getattr(A, "blocks", b)).requires_grad)
+    grad = torch.is_grad_enabled() and (b.requires_grad or (A.blocks if isinstance(A, BSRMatrix) else A.values).requires_grad)
     if method == "cg" and isinstance(A, BSRMatrix) and (grad or b.dim() == 2 or not isinstance(precond, (str, Preconditioner))):
         A = _operator(A, who)
         tol = float(tol)

@@ -188,7 +188,7 @@ def test_solve_matches_jacobi_cg_and_reports_non_convergence():
     with pytest.raises(RuntimeError, match=r"solve: .*right-hand side 0.* did not converge: relative residual .* "
                                            r"after 1 iterations"):
         ts.solve(A, b, max_iter=1)
-    with pytest.raises(TypeError, match="solve: A must be a BSRMatrix"):
+    with pytest.raises(TypeError, match="solve: A must be a CSRMatrix, BSRMatrix or scipy.sparse matrix"):
         ts.solve(D, b)
     with pytest.raises(TypeError, match="solve: b has dtype torch.float32"):
         ts.solve(A, b.float())

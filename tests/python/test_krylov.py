@@ -1,0 +1,169 @@
+"""Krylov solves (solve(method=, precond=)) and preconditioner objects against dense
+float64 references (torch.linalg.solve), scipy's solvers through as_linear_operator, and
+the error rules: a failed solve raises, bad input names the argument."""
+import numpy as np
+import pytest
+import scipy.sparse
+import scipy.sparse.linalg as sla
+import torch
+
+import trnsparse as ts
+
+METHODS = ["cg", "gmres", "bicgstab"]
+NAMED = ["none", "jacobi", "bjacobi", "ic0", "ilu0"]
+
+
+def rhs(n, dtype=torch.float64, seed=0):
+    return torch.rand(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+
+
+def relres(A, x, b):
+    r = b.double() - ts.spmv(A, x).double()
+    return float(r.norm() / b.double().norm())
+
+
+@pytest.mark.parametrize("method", ["gmres", "bicgstab"])
+@pytest.mark.parametrize("precond", NAMED[:3] + ["ilu0"])
+def test_nonsymmetric_matches_dense(method, precond):
+    A = ts.convdiff3d(7, 2.5)
+    b = rhs(A.shape[0])
+    x = ts.solve(A, b, method=method, precond=precond, tol=1e-11)
+    want = torch.linalg.solve(A.to_dense(), b)
+    assert torch.allclose(x, want, rtol=0, atol=1e-8 * float(want.abs().max()))
+    assert relres(A, x, b) <= 1e-11 * 1.01
+
+
+@pytest.mark.parametrize("precond", NAMED)
+@pytest.mark.parametrize("fmt", ["csr", "bsr"])
+def test_cg_every_preconditioner(precond, fmt):
+    P = ts.poisson3d(6)
+    A = P if fmt == "csr" else ts.BSRMatrix.from_csr(P, 3)
+    b = rhs(P.shape[0])
+    x = ts.solve(A, b, precond=precond, tol=1e-10)
+    assert torch.allclose(x, torch.linalg.solve(P.to_dense(), b), rtol=0, atol=1e-8)
+
+
+def test_preconditioner_objects():
+    A = ts.convdiff3d(6, 1.0)
+    M = ts.ilu0(A)
+    assert M.name == "ilu0" and M.shape == tuple(A.shape) and M.dtype == torch.float64
+    assert "ilu0" in repr(M)
+    r = rhs(A.shape[0], seed=3)
+    # ILU(0) of a matrix is exact on a tridiagonal one; here, M⁻¹ A is close to I.
+    z = M(ts.spmv(A, r))
+    assert float((z - r).norm() / r.norm()) < 0.5
+    x = ts.solve(A, r, method="gmres", precond=M, tol=1e-10)
+    assert relres(A, x, r) <= 1e-10 * 1.01
+    # update: new values on the same structure give a fresh factorisation's result.
+    A2 = ts.CSRMatrix(A.values * 2.0, A.col_indices, A.row_ptrs, A.shape)
+    M.update(A2)
+    assert torch.equal(M(r), ts.ilu0(A2)(r))
+    with pytest.raises(ValueError, match="structure"):
+        D = A.to_dense()
+        D[0, 1] = 0.0  # one entry fewer
+        M.update(ts.from_dense(D))
+    with pytest.raises(ValueError, match="BSRMatrix"):
+        M.update(ts.BSRMatrix.from_csr(A, 3))
+    with pytest.raises(TypeError, match="dtype"):
+        M.update(ts.convdiff3d(6, 1.0, dtype=torch.float32))
+    with pytest.raises(ValueError, match="entries"):
+        M(torch.ones(5, dtype=torch.float64))
+
+
+def test_block_jacobi_on_elasticity():
+    A = ts.elasticity3d(3)
+    B = ts.BSRMatrix.from_csr(A, 3)
+    b = rhs(A.shape[0])
+    r1 = ts.block_jacobi(B)(b)
+    r2 = ts.block_jacobi(A, 3)(b)
+    assert torch.allclose(r1, r2, rtol=1e-14, atol=0)
+    D = A.to_dense()
+    blocks = torch.block_diag(*[D[i:i + 3, i:i + 3] for i in range(0, A.shape[0], 3)])
+    assert torch.allclose(r1, torch.linalg.solve(blocks, b), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="block_size"):
+        ts.block_jacobi(A, 0)
+    with pytest.raises(ValueError, match="divid"):
+        ts.block_jacobi(A, 5)
+
+
+def test_float32():
+    A = ts.convdiff3d(6, 1.0, dtype=torch.float32)
+    b = rhs(A.shape[0], torch.float32)
+    for method in ["gmres", "bicgstab"]:
+        x = ts.solve(A, b, method=method, precond="ilu0", tol=1e-5)
+        assert x.dtype == torch.float32
+        assert relres(A, x, b) < 2e-5
+
+
+def test_cg_with_object_is_differentiable():
+    P = ts.poisson3d(5)
+    A = ts.BSRMatrix.from_csr(P, 5)
+    b = rhs(P.shape[0]).requires_grad_()
+    x = ts.solve(A, b, precond=ts.ic0(A), tol=1e-12)
+    x.sum().backward()
+    # ∂(1ᵀ A⁻¹ b)/∂b = A⁻¹ 1 (A symmetric).
+    want = torch.linalg.solve(P.to_dense(), torch.ones(P.shape[0], dtype=torch.float64))
+    assert torch.allclose(b.grad, want, rtol=0, atol=1e-9)
+
+
+def test_scipy_linear_operator():
+    A = ts.convdiff3d(8, 2.0)
+    b = rhs(A.shape[0]).numpy()
+    op, M = ts.as_linear_operator(A), ts.as_linear_operator(ts.ilu0(A))
+    S = scipy.sparse.csr_matrix((A.values.numpy(), A.col_indices.numpy(), A.row_ptrs.numpy()), shape=A.shape)
+    v = rhs(A.shape[0], seed=5).numpy()
+    assert np.allclose(op.matvec(v), S @ v, rtol=0, atol=1e-13)
+    assert np.allclose(op.rmatvec(v), S.T @ v, rtol=0, atol=1e-13)
+    x, info = sla.gmres(op, b, M=M, tol=1e-10, atol=0)
+    assert info == 0
+    assert np.linalg.norm(S @ x - b) / np.linalg.norm(b) < 1e-9
+    # A scipy matrix goes into solve directly.
+    y = ts.solve(S, torch.from_numpy(b), method="bicgstab", precond="ilu0", tol=1e-10)
+    assert np.linalg.norm(S @ y.numpy() - b) / np.linalg.norm(b) < 1.1e-10
+    with pytest.raises(TypeError, match="as_linear_operator"):
+        ts.as_linear_operator(np.eye(3))
+
+
+def test_failures_raise():
+    A = ts.convdiff3d(8, 1.0)
+    b = rhs(A.shape[0])
+    with pytest.raises(RuntimeError, match=r"gmres with precond none did not converge \(max_iterations\).*after 3 "):
+        ts.solve(A, b, method="gmres", precond="none", max_iter=3)
+    # BiCGStab breaks down on [[0, 1], [1, 0]] x = e0.
+    S = ts.from_dense(torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="breakdown"):
+        ts.solve(S, torch.tensor([1.0, 0.0], dtype=torch.float64), method="bicgstab", precond="none")
+    with pytest.raises(ValueError, match="zero pivot at row 1"):
+        ts.ilu0(ts.from_dense(torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=torch.float64)))
+    with pytest.raises(ValueError, match="non-positive pivot at row 1"):
+        ts.ic0(ts.from_dense(torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)))
+
+
+def test_argument_errors():
+    A = ts.convdiff3d(4, 1.0)
+    b = rhs(A.shape[0])
+    with pytest.raises(ValueError, match="method"):
+        ts.solve(A, b, method="minres")
+    with pytest.raises(ValueError, match="precond"):
+        ts.solve(A, b, method="gmres", precond="ssor")
+    with pytest.raises(TypeError, match="precond"):
+        ts.solve(A, b, method="gmres", precond=3)
+    with pytest.raises(ValueError, match="restart"):
+        ts.solve(A, b, method="gmres", restart=0)
+    with pytest.raises(ts.ShapeError, match="b has 5 entries"):
+        ts.solve(A, torch.ones(5, dtype=torch.float64), method="gmres")
+    with pytest.raises(ValueError, match=r"b\[2\]"):
+        bad = b.clone()
+        bad[2] = float("nan")
+        ts.solve(A, bad, method="bicgstab")
+    with pytest.raises(ts.ShapeError, match="square"):
+        ts.solve(ts.from_dense(torch.ones(2, 3, dtype=torch.float64)), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(TypeError, match="bfloat16"):
+        ts.solve(ts.convdiff3d(3, 1.0, dtype=torch.bfloat16), torch.ones(27, dtype=torch.bfloat16), method="gmres")
+    with pytest.raises(TypeError, match="dtype"):
+        ts.solve(A, b, method="gmres", precond=ts.ilu0(ts.convdiff3d(4, 1.0, dtype=torch.float32)))
+    with pytest.raises(ValueError, match="gradients"):
+        ts.solve(A, b.clone().requires_grad_(), method="gmres")
+    with pytest.raises(ValueError, match="not both"):
+        ts.solve(ts.BSRMatrix.from_csr(ts.poisson3d(3), 3), torch.ones(27, dtype=torch.float64), precond="ic0",
+                 M=lambda r: r)
