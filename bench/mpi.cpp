@@ -4,6 +4,7 @@
 //     mpirun -np 2 build/bin/trnsparse-mpi-bench --poisson 100
 //     build/bin/trnsparse-mpi-bench --baij elasticity3d:24 --block-size 3
 //     build/bin/trnsparse-mpi-bench --sbaij elasticity3d:24 --block-size 3
+//     mpirun -np 2 build/bin/trnsparse-mpi-bench --ksp cg --pc gamg --problem poisson3d:100 (mpi_ksp.cpp)
 //
 // Every process generates its rows of the 3D Poisson matrix (poisson3d, 7-point) and
 // hands the same CSR arrays to trnsparse (DistCsrMatrix) and to PETSc (MATMPIAIJ).
@@ -34,52 +35,12 @@
 #include "trnsparse/mpi.hpp"
 #include "trnsparse/ops.hpp"
 #include "trnsparse/runtime.hpp"
+#include "mpi_support.hpp"
 
 namespace {
 
-using trnsparse::index_t;
+using namespace trnsparse::mpi_bench;
 
-int rank_of(MPI_Comm c) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-int size_of(MPI_Comm c) {
-  int s = 0;
-  MPI_Comm_size(c, &s);
-  return s;
-}
-
-/// Median over `reps` runs (after one warm-up) of the slowest process's time of f, in ms.
-template <class F>
-double median_ms(int reps, F&& f) {
-  f();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    MPI_Allreduce(MPI_IN_PLACE, &ms, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-void check(PetscErrorCode e, const char* what) {
-  if (e != 0) {
-    std::fprintf(stderr, "trnsparse-mpi-bench: PETSc error %d in %s\n", static_cast<int>(e), what);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-}
-
-double global_norm(const std::vector<double>& v) {
-  double s = 0.0;
-  for (double x : v) s += x * x;
-  MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return std::sqrt(s);
-}
 
 /// `--baij SOURCE --block-size B [--reps R]`, one process: PETSc's MatMult on the matrix
 /// SOURCE names (a named_problem spec, or a Matrix Market file) stored as MATSEQBAIJ with
@@ -175,6 +136,16 @@ int run_matmatmult(const std::string& source, int reps) {
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  if (argc >= 2 && std::string(argv[1]) == "--ksp") {
+    int status = 1;
+    try {
+      status = run_ksp(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "trnsparse-mpi-bench: %s\n", e.what());
+    }
+    MPI_Finalize();
+    return status;
+  }
   if (argc >= 3 && std::string(argv[1]) == "--matmatmult") {
     const int reps = argc >= 5 && std::string(argv[3]) == "--reps" ? std::max(1, std::atoi(argv[4])) : 5;
     int petsc_argc = 1;
