@@ -170,6 +170,19 @@ template <class Local> std::vector<value_t<Local>> jacobi_preconditioner(const D
 template <class Local>
 SolveResult<value_t<Local>> cg(const DistMatrix<Local>& A, std::span<const value_t<Local>> b,
                                const CgOptions<value_t<Local>>& options = {});
+/// `gmres` and `bicgstab` over the distributed operator, as `cg`. A preconditioner M
+/// (options.M, on every process or none) is this process's own, of local_rows() rows:
+/// built from `diagonal_part()` it is block Jacobi over the processes with the given
+/// preconditioner inside each block (PETSc's PCBJACOBI), e.g.
+///     const auto M = trnsparse::ilu0(D.diagonal_part());
+///     auto res = trnsparse::mpi::gmres(D, b, {.tol = 1e-8, .M = &M});
+/// cg takes such an M too (CgOptions::M; symmetric positive definite).
+template <class Local>
+SolveResult<value_t<Local>> gmres(const DistMatrix<Local>& A, std::span<const value_t<Local>> b,
+                                  const KrylovOptions<value_t<Local>>& options = {});
+template <class Local>
+SolveResult<value_t<Local>> bicgstab(const DistMatrix<Local>& A, std::span<const value_t<Local>> b,
+                                     const KrylovOptions<value_t<Local>>& options = {});
 template <class Local>
 SolveResult<value_t<Local>> chebyshev(const DistMatrix<Local>& A, std::span<const value_t<Local>> b, double lmin,
                                       double lmax, index_t steps, std::span<const value_t<Local>> x0 = {});

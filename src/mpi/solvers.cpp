@@ -9,6 +9,7 @@
 #include "solvers/chunked.hpp"
 #include "trnsparse/error.hpp"
 #include "trnsparse/mpi.hpp"
+#include "trnsparse/preconditioners.hpp"
 #include "trnsparse/ops.hpp"
 
 namespace trnsparse::mpi {
@@ -93,9 +94,42 @@ SolveResult<value_t<Local>> cg(const DistMatrix<Local>& A, std::span<const value
   const char* who = "mpi::cg";
   check_presence(A, options.x0, who, "x0");
   check_presence(A, options.preconditioner, who, "preconditioner");
+  check_preconditioner(A, options.M, who);
   const double limits[2] = {options.tol, static_cast<double>(options.max_iter)};
   check_same(A.comm(), limits, who, "tol and max_iter");
   return trnsparse::cg(linear_operator(A), b, options);
+}
+
+/// A preconditioner must be given on every process or on none (each applies its own to
+/// its rows; a process without one would leave its rows unpreconditioned).
+template <class Local>
+void check_preconditioner(const DistMatrix<Local>& A, const Preconditioner<value_t<Local>>* M, const char* who) {
+  const double given = M ? 1.0 : 0.0;
+  check_same(A.comm(), std::span<const double>(&given, 1), who, "the presence of M");
+}
+
+template <class Local>
+SolveResult<value_t<Local>> krylov(const DistMatrix<Local>& A, std::span<const value_t<Local>> b,
+                                   const KrylovOptions<value_t<Local>>& options, bool use_gmres) {
+  const char* who = use_gmres ? "mpi::gmres" : "mpi::bicgstab";
+  check_presence(A, options.x0, who, "x0");
+  check_preconditioner(A, options.M, who);
+  const double limits[3] = {options.tol, static_cast<double>(options.max_iter), static_cast<double>(options.restart)};
+  check_same(A.comm(), limits, who, "tol, max_iter and restart");
+  const auto op = linear_operator(A);
+  return use_gmres ? trnsparse::gmres(op, b, options) : trnsparse::bicgstab(op, b, options);
+}
+
+template <class Local>
+SolveResult<value_t<Local>> gmres(const DistMatrix<Local>& A, std::span<const value_t<Local>> b,
+                                  const KrylovOptions<value_t<Local>>& options) {
+  return krylov(A, b, options, true);
+}
+
+template <class Local>
+SolveResult<value_t<Local>> bicgstab(const DistMatrix<Local>& A, std::span<const value_t<Local>> b,
+                                     const KrylovOptions<value_t<Local>>& options) {
+  return krylov(A, b, options, false);
 }
 
 template <class Local>
@@ -163,6 +197,10 @@ Dense<value_t<Local>> scatter_rows(const DistMatrix<Local>& A, const Dense<value
   template std::vector<value_t<Local>> jacobi_preconditioner(const DistMatrix<Local>&);                             \
   template SolveResult<value_t<Local>> cg(const DistMatrix<Local>&, std::span<const value_t<Local>>,                \
                                           const CgOptions<value_t<Local>>&);                                       \
+  template SolveResult<value_t<Local>> gmres(const DistMatrix<Local>&, std::span<const value_t<Local>>,             \
+                                             const KrylovOptions<value_t<Local>>&);                                  \
+  template SolveResult<value_t<Local>> bicgstab(const DistMatrix<Local>&, std::span<const value_t<Local>>,          \
+                                                const KrylovOptions<value_t<Local>>&);                               \
   template SolveResult<value_t<Local>> chebyshev(const DistMatrix<Local>&, std::span<const value_t<Local>>, double, \
                                                  double, index_t, std::span<const value_t<Local>>);                 \
   template EigenResult<value_t<Local>> power_iteration(const DistMatrix<Local>&, index_t, double);                  \
