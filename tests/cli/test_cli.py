@@ -250,6 +250,37 @@ class Solve(CliTestCase):
                 self.assertStatus(result, 1)
                 self.assertIn("--problem", result.stderr)
 
+    def test_methods_and_preconditioners(self):
+        # Every method with every preconditioner it takes: the JSON fields of a solve, and
+        # a converged true residual; a factorisation beats none on the nonsymmetric problem.
+        iterations = {}
+        for method, problem, preconds in (("cg", "poisson3d:8", ("none", "jacobi", "bjacobi", "ic0", "ilu0")),
+                                          ("gmres", "convdiff3d:8:2", ("none", "jacobi", "ilu0")),
+                                          ("bicgstab", "convdiff3d:8:2", ("none", "bjacobi", "ilu0"))):
+            for precond in preconds:
+                with self.subTest(method=method, precond=precond):
+                    result = run("solve", "--problem", problem, "--method", method, "--precond", precond,
+                                 "--restart", "10", "--tol", "1e-9", "--json")
+                    self.assertStatus(result, 0)
+                    [line] = json_lines(result.stdout)
+                    self.assertEqual((line["method"], line["precond"], line["status"]), (method, precond, "converged"))
+                    self.assertLessEqual(line["rel_residual"], 1e-9)
+                    self.assertGreaterEqual(line["setup_seconds"], 0)
+                    self.assertGreaterEqual(line["seconds"], 0)
+                    iterations[method, precond] = line["iterations"]
+        self.assertLess(iterations["gmres", "ilu0"], iterations["gmres", "none"])
+        # bjacobi on elasticity3d takes its 3 x 3 node blocks by default.
+        result = run("solve", "--problem", "elasticity3d:3", "--precond", "bjacobi", "--json")
+        self.assertStatus(result, 0)
+        self.assertTrue(json_lines(result.stdout)[0]["converged"])
+        for bad in (["--method", "minres"], ["--precond", "ssor"], ["--restart", "0"],
+                    ["--precond", "bjacobi", "--block-size", "7"]):
+            with self.subTest(bad=bad):
+                result = run("solve", "--problem", "poisson3d:4", *bad)
+                self.assertStatus(result, 1)
+        self.assertIn("--block-size 7", run("solve", "--problem", "poisson3d:4", "--precond", "bjacobi",
+                                            "--block-size", "7").stderr)
+
     def test_binary_input_is_escaped_in_the_message(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "garbage.mtx")
