@@ -14,7 +14,7 @@
 namespace trnsparse::bench {
 
 struct Options {
-  std::string section = "bsr";  ///< bsr | csr | spmv | attn | solve | screen | load | spgemm
+  std::string section = "bsr";  ///< bsr | csr | spmv | attn | solve | screen | load | spgemm | krylov
   std::vector<index_t> sizes{4096, 8192};
   std::vector<index_t> widths{1, 128, 512};
   std::vector<index_t> head_dims{64, 128};  ///< attn: head dimensions
@@ -25,7 +25,7 @@ struct Options {
   int threads = 0;           ///< 0: the library default
   index_t poisson_n = 150;   ///< spmv, solve: the Poisson grid edge
   std::vector<std::filesystem::path> matrices;  ///< spmv, bsr: Matrix Market files
-  std::vector<std::string> problems;  ///< bsr, spgemm: named_problem specs (bsr with matrices: the problem mode)
+  std::vector<std::string> problems;  ///< bsr, spgemm, krylov: named_problem specs (bsr with matrices: the problem mode)
   double reference_gflop_limit = 4.0;  ///< skip the scalar reference above this much work
   std::string self;          ///< path of this executable, for the OpenBLAS child run
 };

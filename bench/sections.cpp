@@ -19,6 +19,7 @@
 #include "common.hpp"
 #include "load.hpp"
 #include "screen.hpp"
+#include "krylov.hpp"
 #include "solve.hpp"
 #include "spgemm.hpp"
 #include "kernels/reference/products.hpp"
@@ -655,9 +656,11 @@ void run(const Options& o, const Emit& emit_row) {
     return load_section(o, header("load", o, threads), emit);
   } else if (o.section == "spgemm") {
     return spgemm_section(o, header("spgemm", o, threads), emit);
+  } else if (o.section == "krylov") {
+    return krylov_section(o, header("krylov", o, threads), emit);
   } else {
     throw InvalidArgument("bench: --section " + o.section +
-                          ": expected bsr, csr, spmv, attn, solve, screen, load or spgemm");
+                          ": expected bsr, csr, spmv, attn, solve, screen, load, spgemm or krylov");
   }
   throw InvalidArgument("bench: --dtype " + o.dtype + ": expected fp32, fp64 or bf16");
 }

@@ -1,5 +1,5 @@
 /// @file bench.cpp
-/// `trnsparse bench --section bsr|csr|spmv|attn|solve|screen|load|spgemm [--size N,..] [--widths K,..] [--head-dims D,..]
+/// `trnsparse bench --section bsr|csr|spmv|attn|solve|screen|load|spgemm|krylov [--size N,..] [--widths K,..] [--head-dims D,..]
 /// [--densities D,..] [--dtype fp32|fp64|bf16] [--block-size B] [--reps R]
 /// [--threads T] [--poisson N] [--matrix FILE]... [--problem SPEC,..] [--json]`: trnsparse next to its
 /// baselines (OpenBLAS, Eigen, the reference kernels, STREAM, the FMA peak) on the same
@@ -72,8 +72,9 @@ Subcommand add_bench(CLI::App& app) {
   cmd->add_option("--section", options->section,
                   "bsr (block-sparse SpMM), csr (CSR SpMM), spmv, attn (block-sparse attention), solve (CG) "
                   "screen (screened SpMM), load (small products with a busy process beside them, default threads "
-                  "against one) or spgemm (A² of each --problem and --matrix against Eigen and PETSc MatMatMult)")
-      ->check(CLI::IsMember({"bsr", "csr", "spmv", "attn", "solve", "screen", "load", "spgemm", "dense-child"}));
+                  "against one), spgemm (A² of each --problem and --matrix against Eigen and PETSc MatMatMult) or "
+                  "krylov (time to solution with preconditioners against PETSc's KSPs, per --problem)")
+      ->check(CLI::IsMember({"bsr", "csr", "spmv", "attn", "solve", "screen", "load", "spgemm", "krylov", "dense-child"}));
   cmd->add_option("--size", options->sizes, "Matrix sizes n (n x n)")->delimiter(',');
   cmd->add_option("--widths", options->widths, "Columns of the dense operand")->delimiter(',');
   cmd->add_option("--head-dims", options->head_dims, "attn: head dimensions")->delimiter(',');
