@@ -67,7 +67,8 @@ public:
   ~TriangularSolver();
 
   /// x = T⁻¹ b (x may alias b). @throw DimensionMismatch naming b or x;
-  /// InvalidArgument naming the row for a zero (or missing) diagonal entry with non_unit.
+  /// InvalidArgument naming the first row (block row for BSR) with a zero or missing
+  /// diagonal entry in a non_unit solve (x then holds non-finite values).
   void solve(std::span<const T> b, std::span<T> x) const;
   /// The number of levels (the length of the critical path through the rows).
   [[nodiscard]] index_t levels() const noexcept;

@@ -11,6 +11,7 @@
 // then its diagonal block's own triangle is solved row by row (the triangle is taken
 // element by element, as for CSR).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct TriangularSolver<T>::Impl {
   bool lower = true;
   bool unit = false;
   std::vector<index_t> diagonal;  // per (block) row: the stored position of its diagonal, or -1
+  // Per (block) row, where its triangle's entries (off the diagonal) start and end among
+  // its sorted stored entries: [ptr[i], edge[i]) below the diagonal for a lower solve,
+  // [edge[i], ptr[i + 1]) above it for an upper one.
+  std::vector<index_t> edge;
   std::vector<index_t> level_ptr{0};
   std::vector<index_t> order;        // (block) rows by level, ascending within a level
   std::vector<double> level_cost;    // stored values a level reads
@@ -40,15 +45,18 @@ struct TriangularSolver<T>::Impl {
   void schedule() {
     diagonal = detail::huge_vector<index_t>(nb, "sptrsv: diagonal");
     std::fill(diagonal.begin(), diagonal.end(), index_t{-1});
+    edge = detail::huge_vector<index_t>(nb, "sptrsv: triangle bounds");
     std::vector<index_t> level = detail::huge_vector<index_t>(nb, "sptrsv: levels");
     index_t depth = 0;
     const auto visit = [&](index_t i) {
-      index_t l = 0;
+      index_t l = 0, below = ptr[i];
       for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
         const index_t j = idx[e];
+        below += j < i;
         if (j == i) diagonal[static_cast<std::size_t>(i)] = e;
         else if ((j < i) == lower) l = std::max(l, level[static_cast<std::size_t>(j)] + 1);
       }
+      edge[static_cast<std::size_t>(i)] = lower ? below : below + (diagonal[static_cast<std::size_t>(i)] >= 0);
       level[static_cast<std::size_t>(i)] = l;
       depth = std::max(depth, l + 1);
     };
@@ -70,23 +78,32 @@ struct TriangularSolver<T>::Impl {
     for (index_t i = 0; i < nb; ++i) order[static_cast<std::size_t>(at[static_cast<std::size_t>(level[i])]++)] = i;
   }
 
+  /// The stored entries of (block) row i's triangle, off the diagonal.
+  [[nodiscard]] std::pair<index_t, index_t> triangle(index_t i) const {
+    return lower ? std::pair{ptr[i], edge[static_cast<std::size_t>(i)]} : std::pair{edge[static_cast<std::size_t>(i)], ptr[i + 1]};
+  }
+
   /// Solves block row i (rows [i b, i b + rows)) of T x = rhs into x; `acc` is b values
-  /// of scratch.
-  void solve_row(index_t i, const T* rhs, T* x, double* acc) const {
+  /// of scratch. False when a non-unit solve meets a zero (or missing) diagonal entry:
+  /// the row then holds a non-finite value and the solve reports the row.
+  bool solve_row(index_t i, const T* rhs, T* x, double* acc) const {
     const index_t r0 = i * b, rows = std::min(b, n - r0);
+    const auto [first, last] = triangle(i);
     if (b == 1) {
       double s = static_cast<double>(rhs[i]);
-      for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
-        const index_t j = idx[e];
-        if (j != i && (j < i) == lower) s -= static_cast<double>(values[e]) * static_cast<double>(x[j]);
+      for (index_t e = first; e < last; ++e) s -= static_cast<double>(values[e]) * static_cast<double>(x[idx[e]]);
+      if (unit) {
+        x[i] = static_cast<T>(s);
+        return true;
       }
-      x[i] = static_cast<T>(unit ? s : s / static_cast<double>(values[diagonal[static_cast<std::size_t>(i)]]));
-      return;
+      const index_t at = diagonal[static_cast<std::size_t>(i)];
+      const double d = at < 0 ? 0.0 : static_cast<double>(values[at]);
+      x[i] = static_cast<T>(s / d);
+      return d != 0.0;
     }
     for (index_t r = 0; r < rows; ++r) acc[r] = static_cast<double>(rhs[r0 + r]);
-    for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
+    for (index_t e = first; e < last; ++e) {
       const index_t J = idx[e];
-      if (J == i || (J < i) != lower) continue;
       const T* blk = values + e * b * b;
       const index_t c0 = J * b, cols = std::min(b, n - c0);
       for (index_t r = 0; r < rows; ++r) {
@@ -96,33 +113,23 @@ struct TriangularSolver<T>::Impl {
       }
     }
     const T* d = values + diagonal[static_cast<std::size_t>(i)] * b * b;  // present: checked at construction
+    bool ok = true;
     const auto row = [&](index_t r) {
       double t = acc[r];
       if (lower)
         for (index_t c = 0; c < r; ++c) t -= static_cast<double>(d[r * b + c]) * static_cast<double>(x[r0 + c]);
       else
         for (index_t c = r + 1; c < rows; ++c) t -= static_cast<double>(d[r * b + c]) * static_cast<double>(x[r0 + c]);
+      ok = ok && (unit || d[r * b + r] != T(0));
       x[r0 + r] = static_cast<T>(unit ? t : t / static_cast<double>(d[r * b + r]));
     };
     if (lower)
       for (index_t r = 0; r < rows; ++r) row(r);
     else
       for (index_t r = rows - 1; r >= 0; --r) row(r);
+    return ok;
   }
 
-  /// The first row whose diagonal entry is missing (CSR) or zero, or -1.
-  [[nodiscard]] index_t singular_row() const {
-    for (index_t i = 0; i < nb; ++i) {
-      const index_t e = diagonal[static_cast<std::size_t>(i)];
-      if (b == 1) {
-        if (e < 0 || values[e] == T(0)) return i;
-        continue;
-      }
-      for (index_t r = 0; r < std::min(b, n - i * b); ++r)
-        if (e < 0 || values[e * b * b + r * b + r] == T(0)) return i * b + r;
-    }
-    return -1;
-  }
 };
 
 namespace {
@@ -185,11 +192,19 @@ void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
   const auto& s = *impl_;
   detail::check_dim(static_cast<index_t>(b.size()), s.n, s.who, "b", "elements", "A.rows()");
   detail::check_dim(static_cast<index_t>(x.size()), s.n, s.who, "x", "elements", "A.rows()");
-  if (!s.unit)
-    if (const index_t row = s.singular_row(); row >= 0)
-      throw InvalidArgument(detail::concat(s.who, ": the diagonal entry of row ", row,
-                                           " is zero or not stored; a non-unit triangular solve divides by it"));
   if (s.nb == 0) return;
+  // The first (block) row that met a zero diagonal, reported once the solve is done.
+  std::atomic<index_t> singular{s.nb};
+  const auto fail = [&singular](index_t i) {
+    for (index_t seen = singular.load(std::memory_order_relaxed);
+         i < seen && !singular.compare_exchange_weak(seen, i, std::memory_order_relaxed);) {
+    }
+  };
+  const auto report = [&] {
+    if (const index_t i = singular.load(); i < s.nb)
+      throw InvalidArgument(detail::concat(s.who, ": the diagonal entry of ", s.b == 1 ? "row " : "block row ", i,
+                                           " is zero or not stored; a non-unit triangular solve divides by it"));
+  };
   const T* rhs = b.data();
   T* out = x.data();
   const std::size_t depth = s.level_ptr.size() - 1;
@@ -201,21 +216,27 @@ void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
   if (std::ranges::all_of(parts, [](int p) { return p == 1; })) {
     // No level is worth a team: one sweep in the matrix's own order, which reads A and x
     // front to back (level order jumps across them), with the same sums per row.
-    if (s.lower)
-      for (index_t i = 0; i < s.nb; ++i) s.solve_row(i, rhs, out, scratch.data());
-    else
-      for (index_t i = s.nb - 1; i >= 0; --i) s.solve_row(i, rhs, out, scratch.data());
-    return;
+    if (s.lower) {
+      for (index_t i = 0; i < s.nb; ++i)
+        if (!s.solve_row(i, rhs, out, scratch.data())) fail(i);
+    } else {
+      for (index_t i = s.nb - 1; i >= 0; --i)
+        if (!s.solve_row(i, rhs, out, scratch.data())) fail(i);
+    }
+    return report();
   }
   detail::UnitRanges ranges;
   for (std::size_t l = 0; l < depth; ++l) {
     const index_t first = s.level_ptr[l], count = s.level_ptr[l + 1] - first;
     detail::parallel_for(parts[l], detail::ceil_div(count, kRowsPerUnit), ranges, [&](int slot, index_t u) {
       const index_t lo = first + u * kRowsPerUnit, hi = std::min(first + count, lo + kRowsPerUnit);
-      for (index_t k = lo; k < hi; ++k)
-        s.solve_row(s.order[static_cast<std::size_t>(k)], rhs, out, scratch.data() + slot * s.b);
+      for (index_t k = lo; k < hi; ++k) {
+        const index_t i = s.order[static_cast<std::size_t>(k)];
+        if (!s.solve_row(i, rhs, out, scratch.data() + slot * s.b)) fail(i);
+      }
     });
   }
+  report();
 }
 
 template <SolverValue T>
