@@ -2,7 +2,8 @@
 // residual of 1e-8, b = ones) of our Krylov methods and preconditioners against PETSc's
 // on the same problems in the same run (docs/solvers.md).
 //
-// Ours run in this process on the library's threads; PETSc's run in trnsparse-mpi-bench
+// Ours (Jacobi, block Jacobi, IC(0) and AMG for CG; ILU(0) and block Jacobi for GMRES and
+// BiCGStab) run in this process on the library's threads; PETSc's run in trnsparse-mpi-bench
 // --ksp under mpirun with one process per thread (PETSc runs one thread per process),
 // with its best preconditioners for the problem: GAMG (with the rigid-body modes for
 // elasticity), hypre BoomerAMG and block Jacobi with ICC for symmetric positive definite
@@ -38,7 +39,7 @@ struct Config {
 };
 
 /// Our configurations for a symmetric positive definite problem and for a nonsymmetric one.
-const std::vector<Config> kOursSpd{{"cg", "jacobi"}, {"cg", "bjacobi"}, {"cg", "ic0"}};
+const std::vector<Config> kOursSpd{{"cg", "jacobi"}, {"cg", "bjacobi"}, {"cg", "ic0"}, {"cg", "amg"}};
 const std::vector<Config> kOursNonsymmetric{{"gmres", "ilu0"}, {"bicgstab", "ilu0"}, {"gmres", "bjacobi"}};
 /// PETSc's (its --ksp and --pc names).
 const std::vector<Config> kPetscSpd{{"cg", "gamg"}, {"cg", "hypre"}, {"cg", "bjacobi-icc"}};
@@ -55,7 +56,8 @@ struct Outcome {
   SolveStatus status = SolveStatus::max_iterations;
 };
 
-Outcome run_ours(const Config& c, const CsrMatrix<double>& A, index_t node_block, std::span<const double> b) {
+Outcome run_ours(const Config& c, const CsrMatrix<double>& A, index_t node_block, const Dense<double>& modes,
+                 std::span<const double> b) {
   Outcome out;
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Preconditioner<double>> M;
@@ -65,6 +67,11 @@ Outcome run_ours(const Config& c, const CsrMatrix<double>& A, index_t node_block
   else if (p == "bjacobi") M = std::make_unique<BlockJacobi<double>>(A, node_block);
   else if (p == "ic0") M = std::make_unique<IncompleteFactorization<double>>(ic0(A));
   else if (p == "ilu0") M = std::make_unique<IncompleteFactorization<double>>(ilu0(A));
+  else if (p == "amg") {
+    AmgOptions<double> options{.block_size = node_block};
+    if (modes.rows() > 0) options.near_nullspace = modes.view();
+    M = std::make_unique<Amg<double>>(A, options);
+  }
   out.setup = seconds_since(t0);
   const LinearOperator<double> op(A);
   const auto t1 = std::chrono::steady_clock::now();
@@ -104,14 +111,18 @@ void krylov_section(const Options& o, const Row& head_in, const Emit& emit) {
   for (const std::string& problem : problems) {
     const CsrMatrix<double> A = named_problem<double>(problem);
     const bool spd = problem.rfind("convdiff3d", 0) != 0 && problem.rfind("block_stencil3d", 0) != 0;
-    const index_t node_block = problem.rfind("elasticity3d", 0) == 0 ? 3 : 1;
+    const bool elasticity = problem.rfind("elasticity3d:", 0) == 0;
+    const index_t node_block = elasticity ? 3 : 1;
+    // AMG's near-nullspace for elasticity: the rigid-body modes of the mesh's nodes.
+    const Dense<double> modes =
+        elasticity ? rigid_body_modes<double>(elasticity3d_coordinates(std::stoll(problem.substr(13)))) : Dense<double>();
     const std::vector<double> b(static_cast<std::size_t>(A.rows()), 1.0);
     const int rounds = A.rows() < 1'000'000 ? std::max(1, std::min(o.reps, 3)) : 1;
     double ours_best = INFINITY, petsc_best = INFINITY;
     std::string ours_name, petsc_name;
     for (const Config& c : spd ? kOursSpd : kOursNonsymmetric) {
       std::vector<Outcome> runs;
-      for (int r = 0; r < rounds; ++r) runs.push_back(run_ours(c, A, node_block, b));
+      for (int r = 0; r < rounds; ++r) runs.push_back(run_ours(c, A, node_block, modes, b));
       std::vector<double> totals, setups, solves;
       for (const Outcome& x : runs) {
         totals.push_back(x.setup + x.solve);

@@ -7,10 +7,11 @@
 
 namespace trnsparse::python {
 
-/// A preconditioner of either real value type, shared by the Python object and nothing
-/// else (it views no matrix: each keeps what it needs).
+/// A preconditioner of either real value type, and the matrix handle it was built (or
+/// last updated) from: AMG views its finest level in place, so the handle lives as long.
 struct Precond {
   std::variant<std::shared_ptr<Preconditioner<float>>, std::shared_ptr<Preconditioner<double>>> p;
+  py::object matrix;
 };
 
 namespace {
@@ -19,12 +20,17 @@ namespace {
 /// matrix's own), `near_nullspace` (amg; rows x k, A's dtype).
 template <class M>
 Precond make(const std::string& kind, const M& A, index_t block_size,
-             [[maybe_unused]] const std::optional<DenseArg>& nullspace) {
+             const std::optional<DenseArg>& nullspace) {
   using T = matrix_value_t<M>;
   py::gil_scoped_release nogil;
   constexpr bool csr = std::is_same_v<M, CsrMatrix<T>>;
   if (kind == "ilu0") return {std::make_shared<IncompleteFactorization<T>>(ilu0(A))};
   if (kind == "ic0") return {std::make_shared<IncompleteFactorization<T>>(ic0(A))};
+  if (kind == "amg") {
+    AmgOptions<T> options{.block_size = block_size};
+    if (nullspace) options.near_nullspace = view_of<const T>(*nullspace);
+    return {std::make_shared<Amg<T>>(A, options)};
+  }
   if (kind == "bjacobi") {
     if constexpr (csr) return {std::make_shared<BlockJacobi<T>>(A, block_size == 0 ? 1 : block_size)};
     else {
@@ -34,18 +40,21 @@ Precond make(const std::string& kind, const M& A, index_t block_size,
       return {std::make_shared<BlockJacobi<T>>(A)};
     }
   }
-  throw InvalidArgument("unknown preconditioner \"" + kind + "\" (expected bjacobi, ic0 or ilu0)");
+  throw InvalidArgument("unknown preconditioner \"" + kind + "\" (expected amg, bjacobi, ic0 or ilu0)");
 }
 
 template <class H>
-Precond make_for(const std::string& kind, const H& h, index_t block_size, const std::optional<DenseArg>& nullspace) {
-  return std::visit(
+Precond make_for(const std::string& kind, const py::object& handle, index_t block_size,
+                 const std::optional<DenseArg>& nullspace) {
+  Precond P = std::visit(
       [&](const auto& A) -> Precond {
         using T = matrix_value_t<decltype(A)>;
         if constexpr (SolverValue<T>) return make(kind, A, block_size, nullspace);
         else throw py::type_error(kind + ": dtype bfloat16 is not supported (float32 or float64)");
       },
-      h.m);
+      handle.cast<const H&>().m);
+  P.matrix = handle;
+  return P;
 }
 
 /// Runs f(A) for a real handle's matrix (TypeError for bf16).
@@ -90,6 +99,12 @@ py::object krylov(const std::string& method, const H& h, const DenseArg& b, cons
     return py::make_tuple(vector_array(std::move(res.x)), res.iterations, res.rel_residual,
                           std::string(to_string(res.status)));
   });
+}
+
+/// The AMG preconditioner behind p, or null.
+template <class T>
+const Amg<T>* as_amg(const std::shared_ptr<Preconditioner<T>>& p) {
+  return dynamic_cast<const Amg<T>*>(p.get());
 }
 
 /// P.update(A): a TypeError when A's dtype is not P's.
@@ -145,10 +160,45 @@ void bind_preconditioners(py::module_& m) {
             },
             P.p);
       })
-      .def("update", [](Precond& P, const Csr& h) { update(P, h); })
-      .def("update", [](Precond& P, const Bsr& h) { update(P, h); });
-  m.def("make_preconditioner", &make_for<Csr>);
-  m.def("make_preconditioner", &make_for<Bsr>);
+      .def("update",
+           [](Precond& P, const py::object& h) {
+             if (py::isinstance<Csr>(h)) update(P, h.cast<const Csr&>());
+             else update(P, h.cast<const Bsr&>());
+             P.matrix = h;
+           })
+      // AMG's levels as (rows, stored values, block size) and its last setup time.
+      .def_property_readonly("levels",
+                             [](const Precond& P) {
+                               py::list out;
+                               std::visit(
+                                   [&](const auto& p) {
+                                     if (const auto* amg = as_amg(p))
+                                       for (const auto& l : amg->levels())
+                                         out.append(py::make_tuple(l.rows, l.nnz, l.block_size));
+                                   },
+                                   P.p);
+                               return out;
+                             })
+      .def_property_readonly("setup_seconds", [](const Precond& P) {
+        return std::visit(
+            [](const auto& p) -> py::object {
+              if (const auto* amg = as_amg(p)) return py::float_(amg->setup_seconds());
+              return py::none();
+            },
+            P.p);
+      });
+  m.def("make_preconditioner", [](const std::string& kind, const py::object& handle, index_t block_size,
+                                  const std::optional<DenseArg>& nullspace) {
+    if (py::isinstance<Csr>(handle)) return make_for<Csr>(kind, handle, block_size, nullspace);
+    return make_for<Bsr>(kind, handle, block_size, nullspace);
+  });
+  // The six rigid-body modes at nodes (nodes x 3, float64) in dtype: (3 nodes) x 6.
+  m.def("rigid_body_modes", [](const DenseArg& coords, const std::string& dtype) {
+    return with_dtype(dtype, [&]<class T>() -> py::object {
+      if constexpr (SolverValue<T>) return dense_array(rigid_body_modes<T>(view_of<const double>(coords)));
+      else throw py::type_error("rigid_body_modes: dtype bfloat16 is not supported (float32 or float64)");
+    });
+  });
   m.def("krylov", &krylov<Csr>);
   m.def("krylov", &krylov<Bsr>);
 }

@@ -20,7 +20,7 @@ layouts by block magnitude, GradualPruner on a cubic schedule). block_sparse_att
 0.6's single-head entry point. choose_format advises CSR or a BSR block size for a
 matrix's products on this machine (BSRMatrix.from_csr(A, "auto") converts with it).
 solve(A, b, method="cg"|"gmres"|"bicgstab", precond=...) solves CSR or BSR systems with
-preconditioners built once (block_jacobi, ic0, ilu0); as_linear_operator hands our matrices
+preconditioners built once (block_jacobi, ic0, ilu0, amg); as_linear_operator hands our matrices
 and preconditioners to scipy's solvers. read_mtx and write_mtx read and write Matrix Market files with the core's reader and writer.
 matmul (and `A @ B` for sparse A and B), matmul_transposed and galerkin are the sparse ×
 sparse products (CSR × CSR, BSR × BSR), matmul differentiable in both operands.
@@ -41,7 +41,7 @@ from ._advisor import choose_format
 from ._formats import (BSRMatrix, COOMatrix, CSRMatrix, block_stencil3d, convdiff3d, elasticity3d,
                        elasticity3d_coordinates, eye_sparse, from_dense, from_scipy, named_problem, poisson3d,
                        random_blocks)
-from ._krylov import Preconditioner, as_linear_operator, block_jacobi, ic0, ilu0
+from ._krylov import Preconditioner, amg, as_linear_operator, block_jacobi, ic0, ilu0, rigid_body_modes
 from ._io import read_mtx, write_mtx
 from ._ops import (
     ShapeError,
@@ -99,7 +99,7 @@ __all__ = [
     "cg_bsr", "chebyshev_bsr", "chebyshev_coeffs", "jacobi_preconditioner_bsr", "power_iteration_bsr",
     "richardson_bsr", "solve",
     # Krylov solves and preconditioners (solve(method=, precond=), scipy LinearOperator views)
-    "Preconditioner", "as_linear_operator", "block_jacobi", "ic0", "ilu0",
+    "Preconditioner", "amg", "as_linear_operator", "block_jacobi", "ic0", "ilu0", "rigid_body_modes",
     # attention
     "AttentionMask", "block_sparse_attention_tiled", "mask", "nn", "score", "sparse_attention",
     # block-sparse weights (nn.BlockSparseLinear, nn.sparsify)

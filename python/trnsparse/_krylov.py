@@ -19,7 +19,7 @@ from ._interop import as_tensor, check, dense_arg, dense_operand, from_array
 
 _REAL = (torch.float32, torch.float64)
 METHODS = ("cg", "gmres", "bicgstab")
-PRECONDITIONERS = ("none", "jacobi", "bjacobi", "ic0", "ilu0")
+PRECONDITIONERS = ("none", "jacobi", "bjacobi", "ic0", "ilu0", "amg")
 
 
 def _matrix(A, who: str):
@@ -38,7 +38,8 @@ class Preconditioner:
     """z = M⁻¹ r for a matrix A, built once by `block_jacobi`, `ic0`, `ilu0` or `amg`.
     Callable on a vector (a tensor of A's dtype and size); `update(A)` rebuilds it for new
     values on the same structure (and format). `name`, `shape` and `dtype` describe it;
-    an AMG preconditioner also has `levels` and `setup_seconds`."""
+    an AMG preconditioner also has `levels` ((rows, stored values, block size) per level)
+    and `setup_seconds`."""
 
     def __init__(self, handle, A, who: str):
         self._handle = handle
@@ -68,6 +69,14 @@ class Preconditioner:
         if A.dtype != self.dtype:
             raise TypeError(f"{self._who}.update: A's dtype is {A.dtype}, the preconditioner's {self.dtype}")
         self._handle.update(A._handle())
+
+    @property
+    def levels(self) -> list[tuple[int, int, int]]:
+        return list(self._handle.levels)
+
+    @property
+    def setup_seconds(self) -> float | None:
+        return self._handle.setup_seconds
 
     def __repr__(self) -> str:
         return f"Preconditioner({self.name}, shape={self.shape}, dtype={self.dtype})"
@@ -107,6 +116,30 @@ def ilu0(A) -> Preconditioner:
     return _build("ilu0", A, "ilu0")
 
 
+def amg(A, near_nullspace=None, block_size: int | None = None) -> Preconditioner:
+    """Smoothed-aggregation algebraic multigrid (one V-cycle with Chebyshev smoothing per
+    application), a preconditioner for CG on symmetric positive definite A. Aggregation
+    runs on nodes of `block_size` unknowns (default: a BSR matrix's block size, else 1).
+    near_nullspace: (n, k) modes the coarse levels must represent (default: a constant per
+    unknown of a node; for elasticity, `rigid_body_modes(coordinates)`). The setup is
+    threaded; `setup_seconds` reports it."""
+    if block_size is not None and int(block_size) < 1:
+        raise ValueError(f"amg: block_size = {block_size} must be >= 1")
+    return _build("amg", A, "amg", 0 if block_size is None else int(block_size), near_nullspace)
+
+
+def rigid_body_modes(coords, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The six rigid-body modes (three translations, three rotations about the centroid)
+    of nodes at `coords` (nodes, 3), for 3 unknowns per node: a (3 nodes, 6) tensor, AMG's
+    near-nullspace for elasticity (`elasticity3d_coordinates(n)` gives elasticity3d's)."""
+    c = dense_operand(as_tensor(coords, "rigid_body_modes", "coords"), torch.float64, 2, "rigid_body_modes",
+                      "coords").contiguous()
+    check(c.shape[1] == 3, f"rigid_body_modes: coords has shape {tuple(c.shape)}, expected (nodes, 3)")
+    if dtype not in _REAL:
+        raise TypeError(f"rigid_body_modes: dtype {dtype} is not supported (float32 or float64)")
+    return from_array(_core.rigid_body_modes(dense_arg(c), "float32" if dtype == torch.float32 else "float64"), dtype)
+
+
 def _preconditioner(precond, A, method: str, who: str):
     """(core handle or None, Jacobi diagonal or None) for `precond`: a name or a Preconditioner."""
     if isinstance(precond, Preconditioner):
@@ -125,7 +158,7 @@ def _preconditioner(precond, A, method: str, who: str):
     if precond == "jacobi":
         # CG takes the diagonal into its fused passes; GMRES and BiCGStab a point block Jacobi.
         return (None, _jacobi_diagonal(A, who)) if method == "cg" else (block_jacobi(A, 1)._handle, None)
-    builders = {"bjacobi": block_jacobi, "ic0": ic0, "ilu0": ilu0}
+    builders = {"bjacobi": block_jacobi, "ic0": ic0, "ilu0": ilu0, "amg": amg}
     return builders[precond](A)._handle, None
 
 

@@ -23,7 +23,7 @@ from torch.autograd.function import once_differentiable
 from . import _core
 from ._formats import BSRMatrix
 from ._interop import as_tensor, check, dense_arg, dense_operand, from_array
-from ._krylov import PRECONDITIONERS, Preconditioner, _matrix, block_jacobi, ic0, ilu0, krylov_solve
+from ._krylov import PRECONDITIONERS, Preconditioner, _matrix, amg, block_jacobi, ic0, ilu0, krylov_solve
 
 _REAL = (torch.float32, torch.float64)
 
@@ -186,8 +186,8 @@ def solve(A, b, *, method: str = "cg", precond="jacobi", tol: float = 1e-10, max
 
     method: "cg" (A symmetric positive definite), "gmres" (restarted every `restart`
     iterations) or "bicgstab" (any nonsingular A; both preconditioned on the right).
-    precond: "none", "jacobi", "bjacobi" (A's diagonal blocks), "ic0", "ilu0", or a
-    Preconditioner object from block_jacobi / ic0 / ilu0, built once and reused (and
+    precond: "none", "jacobi", "bjacobi" (A's diagonal blocks), "ic0", "ilu0", "amg", or a
+    Preconditioner object from block_jacobi / ic0 / ilu0 / amg, built once and reused (and
     `update`d for new values). M (0.6's contract, BSR CG only): a callable r -> M⁻¹ r or a
     dense M⁻¹ instead of precond. max_iter None allows 10 n iterations.
 
@@ -228,7 +228,7 @@ def solve(A, b, *, method: str = "cg", precond="jacobi", tol: float = 1e-10, max
 
 def _named(precond: str, A: BSRMatrix, who: str) -> Preconditioner:
     """The Preconditioner a name other than none / jacobi builds for A."""
-    builders = {"bjacobi": block_jacobi, "ic0": ic0, "ilu0": ilu0}
+    builders = {"bjacobi": block_jacobi, "ic0": ic0, "ilu0": ilu0, "amg": amg}
     if precond not in builders:
         raise ValueError(f"{who}: precond = {precond!r}, expected one of {PRECONDITIONERS} or a Preconditioner")
     return builders[precond](A)

@@ -1,6 +1,6 @@
 /// @file solve.cpp
 /// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
-/// [--method cg|gmres|bicgstab] [--precond none|jacobi|bjacobi|ic0|ilu0] [--restart M]
+/// [--method cg|gmres|bicgstab] [--precond none|jacobi|bjacobi|ic0|ilu0|amg] [--restart M]
 /// [--block-size B] [--poisson N] [--problem SPEC] [--json]`: a Krylov solve (float64,
 /// CSR) on a Matrix Market matrix or, without a file, on the embedded 3D Poisson problem
 /// poisson3d(N) or the problem --problem names (named_problem: elasticity3d:N,
@@ -72,15 +72,32 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// The edge n of an embedded elasticity3d:n problem, or 0 for any other matrix.
+index_t elasticity_edge(const SolveCliOptions& o) {
+  if (!o.file.empty() || !o.problem.starts_with("elasticity3d:")) return 0;
+  return std::stoll(o.problem.substr(13));  // named_problem has parsed it already
+}
+
 /// The preconditioner --precond names, built for A (null for none and for jacobi, which
-/// CG takes as its diagonal and GMRES and BiCGStab as a point block Jacobi).
+/// CG takes as its diagonal and GMRES and BiCGStab as a point block Jacobi). AMG on
+/// elasticity3d aggregates nodes of 3 unknowns with the rigid-body modes as near-nullspace.
 std::unique_ptr<Preconditioner<double>> make_preconditioner(const SolveCliOptions& o, const CsrMatrix<double>& A) {
+  if (o.precond == "amg") {
+    AmgOptions<double> options{.block_size = o.block_size};
+    Dense<double> modes;
+    if (const index_t n = elasticity_edge(o); n > 0) {
+      modes = rigid_body_modes<double>(elasticity3d_coordinates(n));
+      options.block_size = 3;
+      options.near_nullspace = modes.view();
+    }
+    return std::make_unique<Amg<double>>(A, options);
+  }
   if (o.precond == "ic0") return std::make_unique<IncompleteFactorization<double>>(ic0(A));
   if (o.precond == "ilu0") return std::make_unique<IncompleteFactorization<double>>(ilu0(A));
   const bool blocks = o.precond == "bjacobi" || (o.precond == "jacobi" && o.method != "cg");
   if (!blocks) return nullptr;
   index_t b = o.precond == "jacobi" ? 1 : o.block_size;
-  if (b == 0) b = o.problem.starts_with("elasticity3d:") && o.file.empty() ? 3 : 1;
+  if (b == 0) b = elasticity_edge(o) > 0 ? 3 : 1;
   if (A.rows() % b != 0)
     throw InvalidArgument("--block-size " + std::to_string(b) + " does not divide the matrix's " +
                           std::to_string(A.rows()) + " rows");
@@ -176,14 +193,15 @@ Subcommand add_solve(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--precond", o->precond,
                       "Preconditioner: none, jacobi, bjacobi (inverted diagonal blocks), ic0 (incomplete Cholesky), "
-                      "ilu0 (incomplete LU)")
-      ->check(CLI::IsMember({"none", "jacobi", "bjacobi", "ic0", "ilu0"}))
+                      "ilu0 (incomplete LU), amg (smoothed-aggregation multigrid, for cg)")
+      ->check(CLI::IsMember({"none", "jacobi", "bjacobi", "ic0", "ilu0", "amg"}))
       ->capture_default_str();
   command->add_option("--restart", o->restart, "GMRES's basis size")
       ->check(CLI::Range(index_t{1}, index_t{1000}))
       ->capture_default_str();
   command->add_option("--block-size", o->block_size,
-                      "bjacobi's block size (default: 3 for elasticity3d, else 1); it must divide the rows")
+                      "bjacobi's block size, and amg's unknowns per node (default: 3 for elasticity3d, else 1); "
+                      "it must divide the rows")
       ->check(CLI::Range(index_t{1}, index_t{64}));
   command->add_option("--poisson", o->poisson, "Grid points per dimension of the embedded problem (N^3 rows)")
       ->check(CLI::Range(1, 1024))
