@@ -185,20 +185,30 @@ public:
     index_t nnz;  // stored entries (block entries times b² for BSR)
     index_t block_size;
   };
-  /// Setup, threaded. @throw InvalidArgument unless A is square, has a positive
-  /// diagonal and is finite; DimensionMismatch naming options.near_nullspace unless it
-  /// has A's rows; InvalidArgument for bad options.
+  /// Setup, threaded. Views A when its storage serves as the finest level as is (CSR
+  /// with one unknown per node or k = 1, BSR whose block size divides k): A must then
+  /// outlive M (or M's next update) and keep its values unless update() is called;
+  /// otherwise A is copied into blocks of gcd(block size, k). The near-nullspace is
+  /// copied. @throw InvalidArgument unless A is square, has a positive diagonal and is
+  /// finite; DimensionMismatch naming options.near_nullspace unless it has A's rows;
+  /// InvalidArgument for bad options.
   explicit Amg(const CsrMatrix<T>& A, const AmgOptions<T>& options = {});
   explicit Amg(const BsrMatrix<T>& A, const AmgOptions<T>& options = {});
+  Amg(CsrMatrix<T>&&, const AmgOptions<T>& = {}) = delete;
+  Amg(BsrMatrix<T>&&, const AmgOptions<T>& = {}) = delete;
   Amg(Amg&&) noexcept;
   ~Amg() override;
 
   [[nodiscard]] index_t size() const noexcept override;
   void apply(std::span<const T> r, std::span<T> z) const override;
-  /// Recomputes the smoothed prolongators' values and the coarse operators on the same
-  /// aggregates.
+  /// Recomputes the smoothing, the smoothed prolongators and the coarse operators (and
+  /// the last level's factor) on the same aggregates and tentative prolongators; views
+  /// the new A as the constructor does. @throw InvalidArgument unless A has the
+  /// structure (and format) M was built from; then as the constructor for the values.
   void update(const CsrMatrix<T>& A) override;
   void update(const BsrMatrix<T>& A) override;
+  void update(CsrMatrix<T>&&) = delete;
+  void update(BsrMatrix<T>&&) = delete;
   [[nodiscard]] std::string_view name() const noexcept override { return "amg"; }
   [[nodiscard]] std::span<const Level> levels() const noexcept;
   /// Wall time of the last setup (construction or update), in seconds.

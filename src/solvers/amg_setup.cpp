@@ -1,0 +1,944 @@
+// Setup of smoothed-aggregation AMG (Vaněk, Mandel, Brezina 1996), level by level:
+// strength of connection between nodes, greedy aggregation, the tentative prolongator
+// from a QR of the near-nullspace per aggregate, its Jacobi smoothing, the Galerkin
+// coarse operator (the library's SpGEMM), Chebyshev bounds by Lanczos, and the dense
+// Cholesky factor of the last level. Every pass over rows is threaded with one writer
+// per row (results independent of the thread count); the aggregation is one sequential
+// O(nnz) sweep, so its result is the same for any thread count too.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <vector>
+#include <cstdio>
+#include <cstdlib>
+
+#include "ops/run.hpp"
+#include "runtime/checks.hpp"
+#include "runtime/huge_pages.hpp"
+#include "runtime/rng.hpp"
+#include "solvers/amg.hpp"
+#include "solvers/chunked.hpp"
+#include "trnsparse/convert.hpp"
+#include "trnsparse/ops.hpp"
+#include "trnsparse/spgemm.hpp"
+
+namespace trnsparse::amg {
+
+namespace {
+
+using detail::concat;
+using solvers::ChunkedSums;
+using solvers::for_rows;
+using solvers::kChunkRows;
+using solvers::kLanes;
+
+/// ChunkedSums::reduce's operator for a single process: nothing to add up.
+struct Local {
+  void sum(std::span<double>) const noexcept {}
+};
+
+/// Runs f(i0, i1) over chunks of [0, n) on the threads a pass of `ns` one-thread
+/// nanoseconds is worth; each index is handled by exactly one call.
+template <class F>
+void for_chunks(index_t n, index_t chunk, double ns, F&& f) {
+  const index_t chunks = detail::ceil_div(n, chunk);
+  detail::parallel_for(detail::parts_for(chunks, ns), chunks,
+                       [&](int, index_t c) { f(c * chunk, std::min(n, (c + 1) * chunk)); });
+}
+
+/// Lanczos steps for λmax(D⁻¹A): the largest Ritz value converges much faster than power
+/// iteration's Rayleigh quotient (ten steps give a few per cent), and the smoother's
+/// upper bound 1.1 λ covers the rest.
+constexpr index_t kLanczosSteps = 10;
+inline double kRatio() { const char* e = std::getenv("AMG_RATIO"); return e ? std::atof(e) : 30.0; }
+
+// ---- the level-0 operator --------------------------------------------------------------
+
+/// The matrix with g x g blocks holding the entries of (ptr, idx, vals) in gs x gs blocks
+/// (gs = 1: CSR) of a rows x rows matrix. A block is stored where any stored source block
+/// overlaps it, whatever the values, so that the structure depends on the source
+/// structure only (update() keeps it).
+template <SolverValue T>
+BsrMatrix<T> reblock(std::span<const index_t> ptr, std::span<const index_t> idx, std::span<const T> vals, index_t gs,
+                     index_t rows, index_t g) {
+  const index_t out_rows = rows / g, out_cols = rows / g, gg = g * g, sgs = gs * gs;
+  std::vector<index_t> optr(static_cast<std::size_t>(out_rows) + 1, 0), oidx;
+  std::vector<index_t> mark(static_cast<std::size_t>(out_cols), -1);
+  oidx.reserve(static_cast<std::size_t>(ptr.back() * std::max<index_t>(1, sgs / gg)));
+  for (index_t I = 0; I < out_rows; ++I) {
+    const std::size_t start = oidx.size();
+    for (index_t sb = I * g / gs; sb <= (I * g + g - 1) / gs; ++sb)
+      for (index_t p = ptr[sb]; p < ptr[sb + 1]; ++p) {
+        const index_t c0 = idx[p] * gs, c1 = std::min(rows, c0 + gs);
+        for (index_t J = c0 / g; J <= (c1 - 1) / g && c0 < c1; ++J)
+          if (mark[J] != I) {
+            mark[J] = I;
+            oidx.push_back(J);
+          }
+      }
+    std::sort(oidx.begin() + static_cast<std::ptrdiff_t>(start), oidx.end());
+    optr[I + 1] = static_cast<index_t>(oidx.size());
+  }
+  std::vector<T> ov = detail::make_vector<T>(static_cast<index_t>(oidx.size()) * gg, "amg: level 0 blocks");
+  std::fill(mark.begin(), mark.end(), -1);
+  for (index_t I = 0; I < out_rows; ++I) {
+    for (index_t q = optr[I]; q < optr[I + 1]; ++q) mark[oidx[q]] = q;
+    for (index_t sb = I * g / gs; sb <= (I * g + g - 1) / gs; ++sb)
+      for (index_t p = ptr[sb]; p < ptr[sb + 1]; ++p)
+        for (index_t r = 0; r < gs; ++r) {
+          const index_t row = sb * gs + r;
+          if (row < I * g || row >= I * g + g || row >= rows) continue;
+          for (index_t c = 0; c < gs; ++c) {
+            const index_t col = idx[p] * gs + c;
+            if (col >= rows) continue;
+            ov[(mark[col / g] * g + row % g) * g + col % g] = vals[p * sgs + r * gs + c];
+          }
+        }
+  }
+  return BsrMatrix<T>(BsrStructure::make(rows, rows, g, std::move(optr), std::move(oidx)), std::move(ov));
+}
+
+/// The diagonal a_ii of a level's operator (0 where no stored block covers it).
+template <SolverValue T>
+std::vector<T> diagonal(const Mat<T>& A) {
+  const index_t g = A.g(), n = A.rows(), br = n / g;
+  std::vector<T> d = detail::huge_vector<T>(n, "amg: diagonal");
+  const auto ptr = A.ptr();
+  const auto idx = A.idx();
+  const auto v = A.vals();
+  for_chunks(br, kChunkRows, detail::work_ns(detail::Work::stream, static_cast<double>(A.nnz()) / static_cast<double>(g)),
+             [&](index_t i0, index_t i1) {
+               for (index_t I = i0; I < i1; ++I) {
+                 const auto first = idx.begin() + ptr[I], last = idx.begin() + ptr[I + 1];
+                 const auto it = std::lower_bound(first, last, I);
+                 if (it == last || *it != I) continue;
+                 const index_t p = it - idx.begin();
+                 for (index_t r = 0; r < g; ++r) d[I * g + r] = v[(p * g + r) * g + r];
+               }
+             });
+  return d;
+}
+
+template <SolverValue T>
+void check_fine(const Mat<T>& A, const char* who) {
+  const auto v = A.vals();
+  for (std::size_t p = 0; p < v.size(); ++p)
+    if (!std::isfinite(v[p]))
+      throw InvalidArgument(concat(who, ": A has a non-finite value ", v[p], " (stored value ", p, ")"));
+  const std::vector<T> d = diagonal(A);
+  for (index_t i = 0; i < A.rows(); ++i)
+    if (!(d[i] > T(0)))
+      throw InvalidArgument(concat(who, ": A(", i, ", ", i, ") = ", d[i],
+                                   ", expected a positive diagonal (A symmetric positive definite)"));
+}
+
+// ---- strength of connection and aggregation --------------------------------------------
+
+/// The strong connections of each node (itself excluded), node I's at
+/// s_idx[start[I] .. start[I] + count[I]): starts are those of the node's first block row
+/// in A, which has room for every node it reaches.
+struct Graph {
+  std::vector<index_t> start;
+  std::vector<std::int32_t> count, idx;
+};
+
+template <SolverValue T>
+Graph strength(const Mat<T>& A, index_t node, double theta) {
+  const index_t g = A.g(), m = node / g, nodes = A.rows() / node, gg = g * g;
+  const auto ptr = A.ptr();
+  const auto idx = A.idx();
+  const auto v = A.vals();
+  const double ns = detail::work_ns(detail::Work::stream, static_cast<double>(A.nnz()));
+  const auto block_norm2 = [&](index_t p) {
+    double s = 0.0;
+    for (index_t e = 0; e < gg; ++e) s += static_cast<double>(v[p * gg + e]) * static_cast<double>(v[p * gg + e]);
+    return s;
+  };
+  // Node diagonals ||A_II||_F.
+  std::vector<double> dn = detail::huge_vector<double>(nodes, "amg: strength");
+  for_chunks(nodes, kChunkRows, ns, [&](index_t i0, index_t i1) {
+    for (index_t I = i0; I < i1; ++I) {
+      double s = 0.0;
+      for (index_t br = I * m; br < I * m + m; ++br)
+        for (index_t p = ptr[br]; p < ptr[br + 1]; ++p)
+          if (idx[p] / m == I) s += block_norm2(p);
+      dn[I] = std::sqrt(s);
+    }
+  });
+  Graph G;
+  G.start = detail::huge_vector<index_t>(nodes, "amg: strength");
+  G.count = detail::huge_vector<std::int32_t>(nodes, "amg: strength");
+  G.idx = detail::huge_vector<std::int32_t>(ptr.back(), "amg: strength");
+  for (index_t I = 0; I < nodes; ++I) G.start[I] = ptr[I * m];
+  const double t2 = theta * theta;
+  if (m == 1) {
+    for_chunks(nodes, kChunkRows, ns, [&](index_t i0, index_t i1) {
+      for (index_t I = i0; I < i1; ++I) {
+        std::int32_t c = 0;
+        for (index_t p = ptr[I]; p < ptr[I + 1]; ++p) {
+          const index_t J = idx[p];
+          if (J != I && block_norm2(p) > t2 * dn[I] * dn[J]) G.idx[G.start[I] + c++] = static_cast<std::int32_t>(J);
+        }
+        G.count[I] = c;
+      }
+    });
+    return G;
+  }
+  // A node spans m block rows: its blocks with each other node are summed first, through
+  // a thread's marker array over nodes (chunks of a few nodes each reuse it).
+  const index_t chunk = 256;
+  const index_t chunks = detail::ceil_div(nodes, chunk);
+  const int parts = detail::parts_for(chunks, ns);
+  std::vector<std::vector<index_t>> marks(static_cast<std::size_t>(parts));
+  std::vector<std::vector<double>> acc(static_cast<std::size_t>(parts));
+  detail::parallel_for(parts, chunks, [&](int slot, index_t c) {
+    auto& mark = marks[slot];
+    auto& sum = acc[slot];
+    if (mark.empty()) {
+      mark.assign(static_cast<std::size_t>(nodes), -1);
+      sum.assign(static_cast<std::size_t>(nodes), 0.0);
+    }
+    for (index_t I = c * chunk; I < std::min(nodes, (c + 1) * chunk); ++I) {
+      std::int32_t* out = G.idx.data() + G.start[I];
+      std::int32_t n = 0;
+      for (index_t br = I * m; br < I * m + m; ++br)
+        for (index_t p = ptr[br]; p < ptr[br + 1]; ++p) {
+          const index_t J = idx[p] / m;
+          if (J == I) continue;
+          if (mark[J] != I) {
+            mark[J] = I;
+            sum[J] = 0.0;
+            out[n++] = static_cast<std::int32_t>(J);
+          }
+          sum[J] += block_norm2(p);
+        }
+      std::sort(out, out + n);
+      std::int32_t kept = 0;
+      for (std::int32_t q = 0; q < n; ++q)
+        if (sum[out[q]] > t2 * dn[I] * dn[out[q]]) out[kept++] = out[q];
+      G.count[I] = kept;
+    }
+  });
+  return G;
+}
+
+/// Greedy aggregation (the "standard" aggregation of Vaněk et al., as in PyAMG), over
+/// distance 1 of the strong graph S or, on sparse graphs, over distance 1 plus the nodes
+/// at distance 2 that two paths reach (the aggressive coarsening of Stüben's "A2"
+/// rule: on a 7-point stencil, the 12 edge diagonals but not the 6 straight steps of
+/// two, so aggregates are compact 19-node balls instead of 7-node crosses, and the coarse
+/// level has about 5 % of the rows instead of 14 %). Pass 1 makes a node whose
+/// neighbourhood is free the root of an aggregate of itself and its neighbourhood; pass 2
+/// joins each node left to the aggregate of pass 1 of a neighbour (at distance 1 first,
+/// then 2); pass 3 groups what is still left with its free neighbours. Node order,
+/// sequential, O(Σ degree²) for distance 2. Returns the aggregate count.
+std::int32_t aggregate(const Graph& G, int distance, std::vector<std::int32_t>& agg) {
+  const auto nodes = static_cast<index_t>(G.start.size());
+  constexpr std::int32_t kFree = -1;
+  agg = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
+  std::fill(agg.begin(), agg.end(), kFree);
+  const auto nbrs = [&](index_t i) {
+    return std::span<const std::int32_t>(G.idx.data() + G.start[i], static_cast<std::size_t>(G.count[i]));
+  };
+  // Paths of length 2 from the current candidate (distance 2 only), reset after it.
+  std::vector<std::int32_t> paths;
+  std::vector<std::int32_t> reached;
+  if (distance == 2) paths = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
+  std::int32_t count = 0;
+  for (index_t i = 0; i < nodes; ++i) {
+    if (agg[i] != kFree) continue;
+    bool free = true;
+    for (const std::int32_t j : nbrs(i)) free = free && agg[j] == kFree;
+    if (!free) continue;
+    if (distance == 2) {
+      reached.clear();
+      paths[i] = -1 << 20;  // i and its neighbours are members already
+      for (const std::int32_t j : nbrs(i)) paths[j] = -1 << 20;
+      for (const std::int32_t j : nbrs(i))
+        for (const std::int32_t j2 : nbrs(j))
+          if (++paths[j2] == 1) reached.push_back(j2);
+      for (const std::int32_t j2 : reached) free = free && (paths[j2] < 2 || agg[j2] == kFree);
+      if (free)
+        for (const std::int32_t j2 : reached)
+          if (paths[j2] >= 2) agg[j2] = count;
+      for (const std::int32_t j2 : reached) paths[j2] = 0;
+      paths[i] = 0;
+      for (const std::int32_t j : nbrs(i)) paths[j] = 0;
+      if (!free) continue;
+    }
+    agg[i] = count;
+    for (const std::int32_t j : nbrs(i)) agg[j] = count;
+    ++count;
+  }
+  // Pass 2 marks its joins as -2 - a, so that a node joins only aggregates of pass 1.
+  for (index_t i = 0; i < nodes; ++i) {
+    if (agg[i] != kFree) continue;
+    for (const std::int32_t j : nbrs(i))
+      if (agg[j] >= 0) {
+        agg[i] = -2 - agg[j];
+        break;
+      }
+    if (distance == 1 || agg[i] != kFree) continue;
+    for (const std::int32_t j : nbrs(i)) {
+      for (const std::int32_t j2 : nbrs(j))
+        if (agg[j2] >= 0) {
+          agg[i] = -2 - agg[j2];
+          break;
+        }
+      if (agg[i] != kFree) break;
+    }
+  }
+  for (index_t i = 0; i < nodes; ++i) {
+    if (agg[i] != kFree) continue;
+    agg[i] = count;
+    for (const std::int32_t j : nbrs(i))
+      if (agg[j] == kFree) agg[j] = count;
+    ++count;
+  }
+  for (auto& a : agg)
+    if (a < 0) a = -2 - a;
+  return count;
+}
+
+/// Strong neighbours per node below which a level aggregates over distance 2 (the
+/// 7-point stencil's 6; not elasticity's 26, whose distance-1 aggregates already hold
+/// 27 nodes).
+constexpr double kSparseDegree = 10.0;
+
+// ---- the tentative prolongator ---------------------------------------------------------
+
+/// P_tent (rows x aggregates * k) with, per aggregate, Q of the thin QR of the
+/// aggregate's rows of B (modified Gram–Schmidt, applied twice, in fp64); returns R of
+/// every aggregate stacked as the coarse near-nullspace (aggregates * k x k). A column of
+/// B that the aggregate cannot represent (fewer rows than k, or dependent) gets a zero
+/// column of Q and R: its coarse unknown is then decoupled (zero row and column of the
+/// coarse operator), which the smoother and the coarse solve treat as absent.
+template <SolverValue T>
+Mat<T> tentative(const std::vector<std::int32_t>& agg, std::int32_t n_agg, index_t node, index_t g,
+                 const std::vector<double>& B, index_t k, std::vector<double>& Bc) {
+  const auto nodes = static_cast<index_t>(agg.size());
+  const index_t rows = nodes * node, kb = k / g, gg = g * g;
+  // Nodes of each aggregate in node order (a counting sort).
+  std::vector<index_t> aptr(static_cast<std::size_t>(n_agg) + 1, 0), anodes(static_cast<std::size_t>(nodes));
+  for (const auto a : agg) ++aptr[a + 1];
+  std::partial_sum(aptr.begin(), aptr.end(), aptr.begin());
+  {
+    std::vector<index_t> fill(aptr.begin(), aptr.end() - 1);
+    for (index_t i = 0; i < nodes; ++i) anodes[fill[agg[i]]++] = i;
+  }
+  index_t largest = 0;
+  for (std::int32_t a = 0; a < n_agg; ++a) largest = std::max(largest, aptr[a + 1] - aptr[a]);
+  std::vector<index_t> ptr = detail::huge_vector<index_t>(rows / g + 1, "amg: tentative prolongator"),
+                       idx = detail::huge_vector<index_t>(rows / g * kb, "amg: tentative prolongator");
+  for (index_t br = 0; br <= rows / g; ++br) ptr[br] = br * kb;
+  std::vector<T> vals = detail::huge_vector<T>(rows * k, "amg: tentative prolongator");
+  Bc.assign(static_cast<std::size_t>(n_agg * k * k), 0.0);
+  const double ns = detail::work_ns(detail::Work::stream, 4.0 * static_cast<double>(rows * k * k));
+  const index_t chunk = 64;
+  const index_t chunks = detail::ceil_div(n_agg, chunk);
+  const int parts = detail::parts_for(chunks, ns);
+  std::vector<std::vector<double>> scratch(static_cast<std::size_t>(parts));
+  detail::parallel_for(parts, chunks, [&](int slot, index_t c) {
+    auto& Q = scratch[slot];  // the aggregate's rows x k, column-major
+    if (Q.empty()) Q.resize(static_cast<std::size_t>(largest * node * k));
+    for (index_t a = c * chunk; a < std::min<index_t>(n_agg, (c + 1) * chunk); ++a) {
+      const index_t na = aptr[a + 1] - aptr[a], m = na * node;
+      for (index_t j = 0; j < k; ++j)
+        for (index_t q = 0; q < na; ++q)
+          for (index_t u = 0; u < node; ++u) Q[j * m + q * node + u] = B[(anodes[aptr[a] + q] * node + u) * k + j];
+      double* R = Bc.data() + a * k * k;
+      for (index_t j = 0; j < k; ++j) {
+        double* qj = Q.data() + j * m;
+        double n0 = 0.0;
+        for (index_t e = 0; e < m; ++e) n0 += qj[e] * qj[e];
+        for (int pass = 0; pass < 2; ++pass)
+          for (index_t i = 0; i < j; ++i) {
+            const double* qi = Q.data() + i * m;
+            double dot = 0.0;
+            for (index_t e = 0; e < m; ++e) dot += qi[e] * qj[e];
+            for (index_t e = 0; e < m; ++e) qj[e] -= dot * qi[e];
+            R[i * k + j] += dot;
+          }
+        double nj = 0.0;
+        for (index_t e = 0; e < m; ++e) nj += qj[e] * qj[e];
+        nj = std::sqrt(nj);
+        if (!(nj > 1e-10 * std::sqrt(n0))) {
+          std::fill(qj, qj + m, 0.0);
+          continue;
+        }
+        R[j * k + j] = nj;
+        for (index_t e = 0; e < m; ++e) qj[e] /= nj;
+      }
+      for (index_t q = 0; q < na; ++q)
+        for (index_t u = 0; u < node; ++u) {
+          const index_t row = anodes[aptr[a] + q] * node + u, br = row / g;
+          for (index_t j = 0; j < k; ++j)
+            vals[((br * kb + j / g) * g + row % g) * g + j % g] = static_cast<T>(Q[j * m + q * node + u]);
+          if (row % g == 0)
+            for (index_t q2 = 0; q2 < kb; ++q2) idx[br * kb + q2] = a * kb + q2;
+        }
+    }
+  });
+  (void)gg;
+  if (g == 1) return Mat<T>::own(CsrMatrix<T>(rows, n_agg * k, std::move(ptr), std::move(idx), std::move(vals)));
+  return Mat<T>::own(BsrMatrix<T>(BsrStructure::make(rows, n_agg * k, g, std::move(ptr), std::move(idx)), std::move(vals)));
+}
+
+// ---- values: λmax, prolongator smoothing, Galerkin -------------------------------------
+
+/// The largest eigenvalue of the symmetric tridiagonal matrix (alpha, beta) by bisection
+/// on Sturm counts.
+double tridiagonal_max(const std::vector<double>& alpha, const std::vector<double>& beta) {
+  const auto m = alpha.size();
+  double lo = std::numeric_limits<double>::max(), hi = -lo;
+  for (std::size_t i = 0; i < m; ++i) {
+    const double r = (i > 0 ? std::fabs(beta[i - 1]) : 0.0) + (i + 1 < m ? std::fabs(beta[i]) : 0.0);
+    lo = std::min(lo, alpha[i] - r);
+    hi = std::max(hi, alpha[i] + r);
+  }
+  const auto below = [&](double x) {  // eigenvalues < x
+    std::size_t c = 0;
+    double q = 1.0;
+    for (std::size_t i = 0; i < m; ++i) {
+      q = alpha[i] - x - (i > 0 ? beta[i - 1] * beta[i - 1] / q : 0.0);
+      if (q == 0.0) q = -1e-300;
+      if (q < 0.0) ++c;
+    }
+    return c;
+  };
+  for (int it = 0; it < 200 && hi - lo > 1e-12 * std::max(1.0, std::fabs(hi)); ++it) {
+    const double mid = 0.5 * (lo + hi);
+    if (below(mid) == m) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/// λmax(D⁻¹A) by Lanczos in the D inner product (in which D⁻¹A is self-adjoint): the
+/// largest Ritz value of kLanczosSteps steps from a fixed pseudo-random start.
+template <SolverValue T>
+double lanczos_lmax(const Mat<T>& A, const std::vector<T>& d, const std::vector<T>& dinv) {
+  const index_t n = A.rows();
+  if (n == 0) return 1.0;
+  std::vector<T> v = detail::huge_vector<T>(n, "amg: Lanczos"), vprev = detail::huge_vector<T>(n, "amg: Lanczos"),
+                 y = detail::huge_vector<T>(n, "amg: Lanczos");
+  detail::SplitMix64 rng{0x5eed};
+  double vv = 0.0;
+  for (index_t i = 0; i < n; ++i) {
+    const double x = rng.symmetric();
+    v[i] = dinv[i] != T(0) ? static_cast<T>(x) : T(0);
+    vv += static_cast<double>(d[i]) * static_cast<double>(v[i]) * static_cast<double>(v[i]);
+  }
+  if (!(vv > 0.0)) return 1.0;
+  for (index_t i = 0; i < n; ++i) v[i] = static_cast<T>(static_cast<double>(v[i]) / std::sqrt(vv));
+  std::vector<double> alpha, beta;
+  ChunkedSums sums(n, 1);
+  const double ns = detail::work_ns(detail::Work::stream, 4.0 * static_cast<double>(n));
+  double b_prev = 0.0;
+  for (index_t j = 0; j < std::min(kLanczosSteps, n); ++j) {
+    A.spmv(T(1), v, T(0), y);
+    sums.run(ns, [&](index_t r0, index_t r1, double* lanes) {
+      for_rows(r0, r1, [&](index_t i, index_t l) { lanes[l] += static_cast<double>(y[i]) * static_cast<double>(v[i]); });
+    });
+    sums.reduce(Local{});
+    const double a = sums.sum(0);
+    alpha.push_back(a);
+    // w = D⁻¹ y - a v - b_prev vprev, stored in vprev; ||w||_D².
+    sums.run(ns, [&](index_t r0, index_t r1, double* lanes) {
+      for_rows(r0, r1, [&](index_t i, index_t l) {
+        const double w = static_cast<double>(dinv[i]) * static_cast<double>(y[i]) - a * static_cast<double>(v[i]) -
+                         b_prev * static_cast<double>(vprev[i]);
+        vprev[i] = static_cast<T>(w);
+        lanes[l] += static_cast<double>(d[i]) * w * w;
+      });
+    });
+    sums.reduce(Local{});
+    const double b = std::sqrt(sums.sum(0));
+    if (!std::isfinite(a) || !std::isfinite(b)) break;
+    if (!(b > 1e-10 * std::fabs(a)) || j + 1 == std::min(kLanczosSteps, n)) break;
+    beta.push_back(b);
+    for_chunks(n, kChunkRows, ns, [&](index_t i0, index_t i1) {
+      for (index_t i = i0; i < i1; ++i) {
+        const T w = vprev[i];
+        vprev[i] = v[i];
+        v[i] = static_cast<T>(static_cast<double>(w) / b);
+      }
+    });
+    b_prev = b;
+  }
+  beta.resize(alpha.size());
+  const double l = tridiagonal_max(alpha, beta);
+  return std::isfinite(l) && l > 0.0 ? l : 1.0;
+}
+
+/// P = (I - s D⁻¹A) P_tent, s = ω / λmax, computed directly from the aggregates rather
+/// than by a general SpGEMM (no symbolic phase, no plan): block row I of A·P_tent has,
+/// for each distinct aggregate a among the nodes of its blocks' columns, the k / g
+/// blocks a·kb .. a·kb + kb - 1, the sum over A's blocks (I, J) with J in a of
+/// A_IJ · P_tent[J, q]. Two passes over A (count, then fill), one writer per block row,
+/// sums in A's storage order: the same bits for any thread count. A thread finds a
+/// row's aggregates through a marker array over aggregates (a row of any length is
+/// O(its blocks)).
+template <SolverValue T>
+Mat<T> smooth(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, const std::vector<std::int32_t>& agg,
+              index_t node, double s) {
+  const index_t g = A.g(), gg = g * g, brows = A.rows() / g, m = node / g;
+  const index_t kb = Pt.rows() > 0 ? (Pt.ptr()[1] - Pt.ptr()[0]) : 1;
+  const index_t n_agg = Pt.cols() / (kb * g);
+  const auto ptr = A.ptr();
+  const auto idx = A.idx();
+  const auto av = A.vals();
+  const auto tv = Pt.vals();
+  const double ns = detail::work_ns(detail::Work::stream, 3.0 * static_cast<double>(A.nnz() * kb));
+  const index_t chunk = std::max<index_t>(1, kChunkRows / g);
+  const index_t chunks = detail::ceil_div(brows, chunk);
+  const int parts = detail::parts_for(chunks, ns);
+  struct Scratch {
+    std::vector<index_t> mark;
+    std::vector<std::int32_t> slot, list;
+  };
+  std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
+  const auto prepare = [&](Scratch& sc) {
+    if (sc.mark.empty()) {
+      sc.mark.assign(static_cast<std::size_t>(n_agg), -1);
+      sc.slot.resize(static_cast<std::size_t>(n_agg));
+    }
+  };
+  // The sorted distinct aggregates of block row I's columns, in sc.list.
+  const auto row_aggregates = [&](Scratch& sc, index_t I) {
+    sc.list.clear();
+    for (index_t p = ptr[I]; p < ptr[I + 1]; ++p) {
+      const std::int32_t a = agg[idx[p] / m];
+      if (sc.mark[a] != I) {
+        sc.mark[a] = I;
+        sc.list.push_back(a);
+      }
+    }
+    std::sort(sc.list.begin(), sc.list.end());
+  };
+  std::vector<index_t> pptr = detail::huge_vector<index_t>(brows + 1, "amg: prolongator");
+  detail::parallel_for(parts, chunks, [&](int t, index_t c) {
+    Scratch& sc = scratch[t];
+    prepare(sc);
+    for (index_t I = c * chunk; I < std::min(brows, (c + 1) * chunk); ++I) {
+      row_aggregates(sc, I);
+      pptr[I + 1] = static_cast<index_t>(sc.list.size()) * kb;
+    }
+  });
+  for (index_t I = 0; I < brows; ++I) pptr[I + 1] += pptr[I];
+  std::vector<index_t> pidx = detail::huge_vector<index_t>(pptr[brows], "amg: prolongator");
+  std::vector<T> pv = detail::huge_vector<T>(pptr[brows] * gg, "amg: prolongator");
+  for (auto& sc : scratch) std::fill(sc.mark.begin(), sc.mark.end(), -1);
+  detail::parallel_for(parts, chunks, [&](int t, index_t c) {
+    Scratch& sc = scratch[t];
+    prepare(sc);
+    for (index_t I = c * chunk; I < std::min(brows, (c + 1) * chunk); ++I) {
+      row_aggregates(sc, I);
+      const index_t base = pptr[I];
+      for (std::size_t q = 0; q < sc.list.size(); ++q) {
+        sc.slot[sc.list[q]] = static_cast<std::int32_t>(q);
+        for (index_t b = 0; b < kb; ++b) pidx[base + static_cast<index_t>(q) * kb + b] = sc.list[q] * kb + b;
+      }
+      T* out = pv.data() + base * gg;  // A·P_tent, then P
+      for (index_t p = ptr[I]; p < ptr[I + 1]; ++p) {
+        const index_t J = idx[p];
+        const T* a = av.data() + p * gg;
+        T* o = out + static_cast<index_t>(sc.slot[agg[J / m]]) * kb * gg;
+        const T* t0 = tv.data() + J * kb * gg;  // P_tent's block row J: kb blocks
+        for (index_t b = 0; b < kb; ++b)
+          for (index_t r = 0; r < g; ++r)
+            for (index_t e = 0; e < g; ++e) {
+              const T are = a[r * g + e];
+              for (index_t c2 = 0; c2 < g; ++c2) o[b * gg + r * g + c2] += are * t0[b * gg + e * g + c2];
+            }
+      }
+      const index_t own = sc.slot[agg[I / m]];
+      const T* ti = tv.data() + I * kb * gg;
+      for (index_t q = 0; q < static_cast<index_t>(sc.list.size()) * kb; ++q)
+        for (index_t r = 0; r < g; ++r) {
+          const T f = static_cast<T>(s) * dinv[I * g + r];
+          for (index_t c2 = 0; c2 < g; ++c2) {
+            T& e = out[q * gg + r * g + c2];
+            e = (q / kb == own ? ti[(q % kb) * gg + r * g + c2] : T(0)) - f * e;
+          }
+        }
+    }
+  });
+  if (g == 1) return Mat<T>::own(CsrMatrix<T>(A.rows(), Pt.cols(), std::move(pptr), std::move(pidx), std::move(pv)));
+  return Mat<T>::own(
+      BsrMatrix<T>(BsrStructure::make(A.rows(), Pt.cols(), g, std::move(pptr), std::move(pidx)), std::move(pv)));
+}
+
+/// A block-row matrix as plain arrays: `rows` x `cols` blocks of g x g (row-major each),
+/// columns in any order within a row (an intermediate product, never a CsrMatrix).
+template <SolverValue T>
+struct Blocks {
+  index_t rows = 0, cols = 0, g = 1;
+  std::vector<index_t> ptr, idx;
+  std::vector<T> vals;
+};
+
+template <SolverValue T>
+Blocks<T> blocks_of(const Mat<T>& M) {  // a view would do; the products read spans
+  Blocks<T> b;
+  b.g = M.g();
+  b.rows = M.rows() / b.g;
+  b.cols = M.cols() / b.g;
+  return b;
+}
+
+/// C += A B for g x g blocks (G: g at compile time for the common sizes, 0: run time).
+template <int G, class T>
+inline void block_madd(index_t g_rt, const T* a, const T* b, T* c) {
+  const index_t g = G > 0 ? G : g_rt;
+  if constexpr (G == 1) {
+    c[0] += a[0] * b[0];
+  } else {
+    for (index_t r = 0; r < g; ++r)
+      for (index_t e = 0; e < g; ++e) {
+        const T are = a[r * g + e];
+        for (index_t c2 = 0; c2 < g; ++c2) c[r * g + c2] += are * b[e * g + c2];
+      }
+  }
+}
+
+/// C = A B, row by row (Gustavson) with a dense accumulator over C's block columns per
+/// thread: a counting pass, then the values, each row summed in A's storage order, then
+/// B's (the same bits for any thread count). `sorted`: C's rows in column order (for a
+/// CsrMatrix / BsrMatrix), else in order of first appearance. A's and B's arrays are
+/// given as spans so that Mat and Blocks operands share one kernel. No symbolic plan and
+/// no validation: the AMG setup's products are used once per setup (or update), where
+/// the library's cached plans would not be reused.
+template <int G, class T>
+Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const index_t> aptr,
+                  std::span<const index_t> aidx, std::span<const T> av, std::span<const index_t> bptr,
+                  std::span<const index_t> bidx, std::span<const T> bv, bool sorted) {
+  const index_t gg = g * g;
+  Blocks<T> C;
+  C.rows = a_rows;
+  C.cols = b_cols;
+  C.g = g;
+  C.ptr = detail::huge_vector<index_t>(a_rows + 1, "amg: Galerkin product");
+  double madds = 0.0;
+  for (index_t p = 0; p < aptr[a_rows]; ++p) madds += static_cast<double>(bptr[aidx[p] + 1] - bptr[aidx[p]]);
+  const double ns = detail::work_ns(detail::Work::stream, 2.0 * madds * static_cast<double>(gg * g));
+  const index_t chunk = 512;
+  const index_t chunks = detail::ceil_div(a_rows, chunk);
+  const int parts = detail::parts_for(chunks, ns);
+  struct Scratch {
+    std::vector<index_t> mark, list;
+    std::vector<T> acc;
+  };
+  std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
+  detail::UnitRanges ranges;
+  detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
+    Scratch& sc = scratch[t];
+    if (sc.mark.empty()) sc.mark.assign(static_cast<std::size_t>(b_cols), -1);
+    for (index_t i = c * chunk; i < std::min(a_rows, (c + 1) * chunk); ++i) {
+      index_t n = 0;
+      for (index_t p = aptr[i]; p < aptr[i + 1]; ++p)
+        for (index_t q = bptr[aidx[p]]; q < bptr[aidx[p] + 1]; ++q)
+          if (sc.mark[bidx[q]] != i) {
+            sc.mark[bidx[q]] = i;
+            ++n;
+          }
+      C.ptr[i + 1] = n;
+    }
+  });
+  for (index_t i = 0; i < a_rows; ++i) C.ptr[i + 1] += C.ptr[i];
+  C.idx = detail::huge_vector<index_t>(C.ptr[a_rows], "amg: Galerkin product");
+  C.vals = detail::huge_vector<T>(C.ptr[a_rows] * gg, "amg: Galerkin product");
+  for (auto& sc : scratch) std::fill(sc.mark.begin(), sc.mark.end(), -1);
+  detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
+    Scratch& sc = scratch[t];
+    if (sc.acc.empty()) {
+      sc.acc.assign(static_cast<std::size_t>(b_cols * gg), T(0));
+      if (sc.mark.empty()) sc.mark.assign(static_cast<std::size_t>(b_cols), -1);
+    }
+    for (index_t i = c * chunk; i < std::min(a_rows, (c + 1) * chunk); ++i) {
+      sc.list.clear();
+      for (index_t p = aptr[i]; p < aptr[i + 1]; ++p) {
+        const T* a = av.data() + p * gg;
+        for (index_t q = bptr[aidx[p]]; q < bptr[aidx[p] + 1]; ++q) {
+          const index_t j = bidx[q];
+          if (sc.mark[j] != i) {
+            sc.mark[j] = i;
+            sc.list.push_back(j);
+          }
+          block_madd<G>(g, a, bv.data() + q * gg, sc.acc.data() + j * gg);
+        }
+      }
+      if (sorted) std::sort(sc.list.begin(), sc.list.end());
+      index_t o = C.ptr[i];
+      for (const index_t j : sc.list) {
+        C.idx[o] = j;
+        T* acc = sc.acc.data() + j * gg;
+        std::copy(acc, acc + gg, C.vals.data() + o * gg);
+        std::fill(acc, acc + gg, T(0));
+        ++o;
+      }
+    }
+  });
+  return C;
+}
+
+template <class T>
+Blocks<T> product_any(index_t a_rows, index_t b_cols, index_t g, std::span<const index_t> aptr,
+                      std::span<const index_t> aidx, std::span<const T> av, std::span<const index_t> bptr,
+                      std::span<const index_t> bidx, std::span<const T> bv, bool sorted) {
+  if (g == 1) return product<1, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted);
+  if (g == 3) return product<3, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted);
+  return product<0, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted);
+}
+
+template <SolverValue T>
+Mat<T> to_mat(Blocks<T>&& C) {
+  if (C.g == 1) return Mat<T>::own(CsrMatrix<T>(C.rows, C.cols, std::move(C.ptr), std::move(C.idx), std::move(C.vals)));
+  return Mat<T>::own(BsrMatrix<T>(BsrStructure::make(C.rows * C.g, C.cols * C.g, C.g, std::move(C.ptr), std::move(C.idx)),
+                                  std::move(C.vals)));
+}
+
+/// A_c = R (A P) with R = Pᵀ stored (see `product`).
+template <SolverValue T>
+Mat<T> galerkin_of(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
+  const index_t g = A.g();
+  auto t0 = std::chrono::steady_clock::now();
+  Blocks<T> AP = product_any<T>(A.rows() / g, P.cols() / g, g, A.ptr(), A.idx(), A.vals(), P.ptr(), P.idx(),
+                                P.vals(), false);
+  if (std::getenv("AMG_DEBUG")) std::fprintf(stderr, "   AP %.4f P nnz %ld AP nnz %ld\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), (long)P.nnz(), (long)AP.idx.size());
+  return to_mat(product_any<T>(R.rows() / g, P.cols() / g, g, R.ptr(), R.idx(), R.vals(), AP.ptr, AP.idx,
+                               std::span<const T>(AP.vals), true));
+}
+
+/// Pᵀ by a counting sort of P's blocks by column (each block transposed), rows in order:
+/// sorted columns, one pass; sequential, on huge pages.
+template <SolverValue T>
+Mat<T> transpose_of(const Mat<T>& P) {
+  const index_t g = P.g(), gg = g * g, rows = P.rows() / g, cols = P.cols() / g;
+  const auto ptr = P.ptr();
+  const auto idx = P.idx();
+  const auto v = P.vals();
+  Blocks<T> R;
+  R.rows = cols;
+  R.cols = rows;
+  R.g = g;
+  R.ptr = detail::huge_vector<index_t>(cols + 1, "amg: restriction");
+  for (index_t p = 0; p < ptr[rows]; ++p) ++R.ptr[idx[p] + 1];
+  for (index_t c = 0; c < cols; ++c) R.ptr[c + 1] += R.ptr[c];
+  R.idx = detail::huge_vector<index_t>(ptr[rows], "amg: restriction");
+  R.vals = detail::huge_vector<T>(ptr[rows] * gg, "amg: restriction");
+  std::vector<index_t> fill(R.ptr.begin(), R.ptr.end() - 1);
+  for (index_t i = 0; i < rows; ++i)
+    for (index_t p = ptr[i]; p < ptr[i + 1]; ++p) {
+      const index_t o = fill[idx[p]]++;
+      R.idx[o] = i;
+      for (index_t r = 0; r < g; ++r)
+        for (index_t c = 0; c < g; ++c) R.vals[o * gg + c * g + r] = v[p * gg + r * g + c];
+    }
+  return to_mat(std::move(R));
+}
+
+/// The last level's dense Cholesky factor in fp64, row by row (L[i][j] from the dot
+/// product of rows i and j: contiguous, vectorised). A pivot at or below 1e-12 of its
+/// diagonal entry is a decoupled unknown (a zero row of a degenerate aggregate, or
+/// rounding on a singular direction): its column is left zero and it is solved as 0.
+template <SolverValue T>
+void factor(const Mat<T>& A, Coarse& co, index_t level) {
+  const index_t n = A.rows(), g = A.g(), gg = g * g;
+  co.n = n;
+  co.L.assign(static_cast<std::size_t>(n * n), 0.0);
+  co.skip.assign(static_cast<std::size_t>(n), 0);
+  const auto ptr = A.ptr();
+  const auto idx = A.idx();
+  const auto v = A.vals();
+  for (index_t I = 0; I < n / g; ++I)
+    for (index_t p = ptr[I]; p < ptr[I + 1]; ++p)
+      for (index_t r = 0; r < g; ++r)
+        for (index_t c = 0; c < g; ++c) co.L[(I * g + r) * n + idx[p] * g + c] = static_cast<double>(v[p * gg + r * g + c]);
+  std::vector<double> diag(static_cast<std::size_t>(n));
+  for (index_t i = 0; i < n; ++i) diag[i] = co.L[i * n + i];
+  for (index_t i = 0; i < n; ++i) {
+    double* Li = co.L.data() + i * n;
+    for (index_t j = 0; j < i; ++j) {
+      if (co.skip[j]) {
+        Li[j] = 0.0;
+        continue;
+      }
+      const double* Lj = co.L.data() + j * n;
+      double s = Li[j];
+      for (index_t e = 0; e < j; ++e) s -= Li[e] * Lj[e];
+      Li[j] = s / Lj[j];
+    }
+    double s = Li[i];
+    for (index_t e = 0; e < i; ++e) s -= Li[e] * Li[e];
+    if (!std::isfinite(s) || s < -1e-8 * std::fabs(diag[i]))
+      throw InvalidArgument(concat("amg: the coarse operator of level ", level, " is not positive definite (pivot ", i,
+                                   " = ", s, "): A is not symmetric positive definite"));
+    if (!(s > 1e-12 * diag[i])) {
+      co.skip[i] = 1;
+      std::fill(Li, Li + i + 1, 0.0);
+      continue;
+    }
+    Li[i] = std::sqrt(s);
+    std::fill(Li + i + 1, Li + n, 0.0);
+  }
+  co.factored = true;
+}
+
+}  // namespace
+
+template <SolverValue T>
+void Mat<T>::spmv(T alpha, std::span<const T> x, T beta, std::span<T> y) const {
+  if (bsr) trnsparse::spmv(alpha, *bsr, x, beta, y);
+  else trnsparse::spmv(alpha, *csr, x, beta, y);
+}
+
+template <SolverValue T>
+Mat<T> fine_operator(const CsrMatrix<T>& A, index_t g, const char* who) {
+  Mat<T> M = g == 1 ? Mat<T>::view(A)
+                    : Mat<T>::own(reblock<T>(A.row_ptr(), A.col_indices(), A.values(), 1, A.rows(), g));
+  check_fine(M, who);
+  return M;
+}
+template <SolverValue T>
+Mat<T> fine_operator(const BsrMatrix<T>& A, index_t g, const char* who) {
+  Mat<T> M;
+  if (g == A.block_size() && A.rows() % g == 0) {
+    M = Mat<T>::view(A);
+  } else {
+    const auto& s = A.structure();
+    BsrMatrix<T> B = reblock<T>(s.block_row_ptr(), s.block_col_indices(), A.blocks(), A.block_size(), A.rows(), g);
+    if (g == 1) {  // the same arrays as CSR, explicit zeros kept (to_csr would drop them)
+      const auto& t = B.structure();
+      M = Mat<T>::own(CsrMatrix<T>(A.rows(), A.rows(),
+                                   std::vector<index_t>(t.block_row_ptr().begin(), t.block_row_ptr().end()),
+                                   std::vector<index_t>(t.block_col_indices().begin(), t.block_col_indices().end()),
+                                   std::vector<T>(B.blocks().begin(), B.blocks().end())));
+    } else {
+      M = Mat<T>::own(std::move(B));
+    }
+  }
+  check_fine(M, who);
+  return M;
+}
+
+std::uint64_t csr_pattern_hash(std::span<const index_t> row_ptr, std::span<const index_t> col_idx) {
+  const auto rows = static_cast<index_t>(row_ptr.size()) - 1;
+  const index_t chunk = 1 << 16;
+  const index_t chunks = detail::ceil_div(std::max<index_t>(rows, 0), chunk);
+  std::vector<std::uint64_t> h(static_cast<std::size_t>(chunks));
+  const auto mix = [](std::uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  for_chunks(chunks, 1, detail::work_ns(detail::Work::stream, static_cast<double>(col_idx.size())),
+             [&](index_t c0, index_t c1) {
+               for (index_t c = c0; c < c1; ++c) {
+                 std::uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(c + 1);
+                 for (index_t i = c * chunk; i < std::min(rows, (c + 1) * chunk); ++i) {
+                   x = mix(x ^ static_cast<std::uint64_t>(row_ptr[i + 1] - row_ptr[i]));
+                   for (index_t p = row_ptr[i]; p < row_ptr[i + 1]; ++p)
+                     x = x * 0x100000001b3ull ^ static_cast<std::uint64_t>(col_idx[p]);
+                 }
+                 h[c] = x;
+               }
+             });
+  std::uint64_t total = static_cast<std::uint64_t>(rows);
+  for (const auto x : h) total = mix(total ^ x);
+  return total;
+}
+
+template <SolverValue T>
+void build(std::vector<Level<T>>& levels, Coarse& coarse, std::vector<double> B, index_t k,
+           const AmgOptions<T>& options, bool fresh) {
+  const index_t max_levels = fresh ? options.max_levels : static_cast<index_t>(levels.size());
+  const bool dbg = std::getenv("AMG_DEBUG") != nullptr;
+  auto tp = std::chrono::steady_clock::now();
+  const auto lap = [&](const char* what) {
+    if (!dbg) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "  %-10s %.4f\n", what, std::chrono::duration<double>(now - tp).count());
+    tp = now;
+  };
+  for (index_t l = 0;; ++l) {
+    Level<T>& L = levels[l];
+    const index_t n = L.A.rows();
+    const std::vector<T> d = diagonal(L.A);
+    L.dinv = detail::huge_vector<T>(n, "amg: inverse diagonal");
+    for (index_t i = 0; i < n; ++i) {
+      if (d[i] == T(0)) continue;  // a decoupled coarse unknown (see tentative)
+      if (!(d[i] > T(0)) || !std::isfinite(d[i]))
+        throw InvalidArgument(concat("amg: the coarse operator of level ", l, " has a(", i, ", ", i, ") = ", d[i],
+                                     ": A is not symmetric positive definite"));
+      L.dinv[i] = T(1) / d[i];
+    }
+    lap("diag");
+    L.lmax = lanczos_lmax(L.A, d, L.dinv);
+    lap("lanczos");
+    if (std::getenv("AMG_DEBUG")) std::fprintf(stderr, "level %ld rows %ld lmax %g\n", (long)l, (long)n, L.lmax);
+    const ChebyshevCoefficients co = chebyshev_coeffs(L.lmax / kRatio(), 1.1 * L.lmax, options.smoother_degree);
+    L.cheb_a = co.a;
+    L.cheb_c = co.c;
+    bool last = fresh ? (n <= options.max_coarse || l + 1 >= max_levels) : l + 1 == max_levels;
+    if (fresh && !last) {
+      const Graph G = strength(L.A, L.node, options.strength_threshold);
+      double strong = 0.0;
+      for (const auto c : G.count) strong += c;
+      const int distance = (std::getenv("AMG_D1") == nullptr && strong < kSparseDegree * static_cast<double>(G.count.size())) ? 2 : 1;
+      lap("strength");
+      const std::int32_t n_agg = aggregate(G, distance, L.aggregate);
+      lap("aggregate");
+      if (static_cast<index_t>(n_agg) * k >= n) {  // coarsening stalls
+        last = true;
+        L.aggregate.clear();
+      } else {
+        std::vector<double> Bc;
+        L.P_tent = tentative<T>(L.aggregate, n_agg, L.node, L.A.g(), B, k, Bc);
+        B = std::move(Bc);
+        lap("tentative");
+      }
+    }
+    if (last) {
+      levels.resize(static_cast<std::size_t>(l) + 1);
+      coarse = Coarse{};
+      if (n <= options.max_coarse) {
+        factor(L.A, coarse, l);
+      } else {  // no factor: the last level is smoothed with twice the degree
+        const ChebyshevCoefficients last_co =
+            chebyshev_coeffs(L.lmax / kRatio(), 1.1 * L.lmax, 2 * options.smoother_degree);
+        L.cheb_a = last_co.a;
+        L.cheb_c = last_co.c;
+      }
+      return;
+    }
+    L.P = smooth(L.A, L.dinv, L.P_tent, L.aggregate, L.node, options.prolongator_omega / L.lmax);
+    lap("smooth");
+    L.R = transpose_of(L.P);
+    lap("transpose");
+    if (fresh) {
+      levels.emplace_back();
+      levels.back().node = k;
+    }
+    Level<T>& next = levels[l + 1];  // (emplace_back may have moved L)
+    const Level<T>& cur = levels[l];
+    next.A = galerkin_of(cur.P, cur.R, cur.A);
+    lap("galerkin");
+  }
+}
+
+#define TRNSPARSE_INSTANTIATE(T)                                                                                \
+  template struct Mat<T>;                                                                                      \
+  template Mat<T> fine_operator(const CsrMatrix<T>&, index_t, const char*);                                    \
+  template Mat<T> fine_operator(const BsrMatrix<T>&, index_t, const char*);                                    \
+  template void build(std::vector<Level<T>>&, Coarse&, std::vector<double>, index_t, const AmgOptions<T>&, bool);
+TRNSPARSE_INSTANTIATE(float)
+TRNSPARSE_INSTANTIATE(double)
+#undef TRNSPARSE_INSTANTIATE
+
+}  // namespace trnsparse::amg
