@@ -65,39 +65,123 @@ template <SolverValue T>
 BsrMatrix<T> reblock(std::span<const index_t> ptr, std::span<const index_t> idx, std::span<const T> vals, index_t gs,
                      index_t rows, index_t g) {
   const index_t out_rows = rows / g, out_cols = rows / g, gg = g * g, sgs = gs * gs;
-  std::vector<index_t> optr(static_cast<std::size_t>(out_rows) + 1, 0), oidx;
-  std::vector<index_t> mark(static_cast<std::size_t>(out_cols), -1);
-  oidx.reserve(static_cast<std::size_t>(ptr.back() * std::max<index_t>(1, sgs / gg)));
-  for (index_t I = 0; I < out_rows; ++I) {
-    const std::size_t start = oidx.size();
+  const index_t chunk = 1024;
+  const index_t chunks = detail::ceil_div(out_rows, chunk);
+  const int parts = detail::parts_for(chunks, detail::work_ns(detail::Work::stream, 2.0 * static_cast<double>(vals.size())));
+  struct Scratch {
+    std::vector<index_t> mark, pos, list;
+  };
+  std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
+  // The block columns of output block row I, sorted, in sc.list.
+  const auto columns = [&](Scratch& sc, index_t I) {
+    if (sc.mark.empty()) {
+      sc.mark.assign(static_cast<std::size_t>(out_cols), -1);
+      sc.pos.resize(static_cast<std::size_t>(out_cols));
+    }
+    sc.list.clear();
     for (index_t sb = I * g / gs; sb <= (I * g + g - 1) / gs; ++sb)
       for (index_t p = ptr[sb]; p < ptr[sb + 1]; ++p) {
         const index_t c0 = idx[p] * gs, c1 = std::min(rows, c0 + gs);
-        for (index_t J = c0 / g; J <= (c1 - 1) / g && c0 < c1; ++J)
-          if (mark[J] != I) {
-            mark[J] = I;
-            oidx.push_back(J);
+        for (index_t J = c0 / g; c0 < c1 && J <= (c1 - 1) / g; ++J)
+          if (sc.mark[J] != I) {
+            sc.mark[J] = I;
+            sc.list.push_back(J);
           }
       }
-    std::sort(oidx.begin() + static_cast<std::ptrdiff_t>(start), oidx.end());
-    optr[I + 1] = static_cast<index_t>(oidx.size());
-  }
-  std::vector<T> ov = detail::make_vector<T>(static_cast<index_t>(oidx.size()) * gg, "amg: level 0 blocks");
-  std::fill(mark.begin(), mark.end(), -1);
-  for (index_t I = 0; I < out_rows; ++I) {
-    for (index_t q = optr[I]; q < optr[I + 1]; ++q) mark[oidx[q]] = q;
-    for (index_t sb = I * g / gs; sb <= (I * g + g - 1) / gs; ++sb)
-      for (index_t p = ptr[sb]; p < ptr[sb + 1]; ++p)
-        for (index_t r = 0; r < gs; ++r) {
-          const index_t row = sb * gs + r;
-          if (row < I * g || row >= I * g + g || row >= rows) continue;
-          for (index_t c = 0; c < gs; ++c) {
-            const index_t col = idx[p] * gs + c;
-            if (col >= rows) continue;
-            ov[(mark[col / g] * g + row % g) * g + col % g] = vals[p * sgs + r * gs + c];
+    std::sort(sc.list.begin(), sc.list.end());
+  };
+  std::vector<index_t> optr = detail::huge_vector<index_t>(out_rows + 1, "amg: level 0 blocks");
+  detail::UnitRanges ranges;
+  detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
+    for (index_t I = c * chunk; I < std::min(out_rows, (c + 1) * chunk); ++I) {
+      columns(scratch[t], I);
+      optr[I + 1] = static_cast<index_t>(scratch[t].list.size());
+    }
+  });
+  for (index_t I = 0; I < out_rows; ++I) optr[I + 1] += optr[I];
+  std::vector<index_t> oidx = detail::huge_vector<index_t>(optr[out_rows], "amg: level 0 blocks");
+  std::vector<T> ov = detail::huge_vector<T>(optr[out_rows] * gg, "amg: level 0 blocks");
+  for (auto& sc : scratch) std::fill(sc.mark.begin(), sc.mark.end(), -1);
+  detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
+    Scratch& sc = scratch[t];
+    for (index_t I = c * chunk; I < std::min(out_rows, (c + 1) * chunk); ++I) {
+      columns(sc, I);
+      for (std::size_t q = 0; q < sc.list.size(); ++q) {
+        oidx[optr[I] + static_cast<index_t>(q)] = sc.list[q];
+        sc.pos[sc.list[q]] = optr[I] + static_cast<index_t>(q);
+      }
+      for (index_t sb = I * g / gs; sb <= (I * g + g - 1) / gs; ++sb)
+        for (index_t p = ptr[sb]; p < ptr[sb + 1]; ++p)
+          for (index_t r = 0; r < gs; ++r) {
+            const index_t row = sb * gs + r;
+            if (row < I * g || row >= I * g + g || row >= rows) continue;
+            for (index_t c2 = 0; c2 < gs; ++c2) {
+              const index_t col = idx[p] * gs + c2;
+              if (col < rows) ov[(sc.pos[col / g] * g + row % g) * g + col % g] = vals[p * sgs + r * gs + c2];
+            }
           }
+    }
+  });
+  return BsrMatrix<T>(BsrStructure::make(rows, rows, g, std::move(optr), std::move(oidx)), std::move(ov));
+}
+
+/// reblock for CSR input (gs = 1): the same result, with G (g at compile time for the
+/// common sizes, 0: run time) so that the column divisions are multiplications.
+template <int G, SolverValue T>
+BsrMatrix<T> reblock_csr(const CsrMatrix<T>& A, index_t g_rt) {
+  const index_t g = G > 0 ? G : g_rt, rows = A.rows(), nb = rows / g, gg = g * g;
+  const auto ptr = A.row_ptr();
+  const auto idx = A.col_indices();
+  const auto vals = A.values();
+  const index_t chunk = 1024;
+  const index_t chunks = detail::ceil_div(nb, chunk);
+  const int parts = detail::parts_for(chunks, detail::work_ns(detail::Work::stream, 2.0 * static_cast<double>(vals.size())));
+  struct Scratch {
+    std::vector<index_t> mark, pos, list;
+  };
+  std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
+  const auto columns = [&](Scratch& sc, index_t I) {
+    if (sc.mark.empty()) {
+      sc.mark.assign(static_cast<std::size_t>(nb), -1);
+      sc.pos.resize(static_cast<std::size_t>(nb));
+    }
+    sc.list.clear();
+    for (index_t p = ptr[I * g]; p < ptr[I * g + g]; ++p) {
+      const index_t J = idx[p] / g;
+      if (sc.mark[J] != I) {
+        sc.mark[J] = I;
+        sc.list.push_back(J);
+      }
+    }
+    std::sort(sc.list.begin(), sc.list.end());
+  };
+  std::vector<index_t> optr = detail::huge_vector<index_t>(nb + 1, "amg: level 0 blocks");
+  detail::UnitRanges ranges;
+  detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
+    for (index_t I = c * chunk; I < std::min(nb, (c + 1) * chunk); ++I) {
+      columns(scratch[t], I);
+      optr[I + 1] = static_cast<index_t>(scratch[t].list.size());
+    }
+  });
+  for (index_t I = 0; I < nb; ++I) optr[I + 1] += optr[I];
+  std::vector<index_t> oidx = detail::huge_vector<index_t>(optr[nb], "amg: level 0 blocks");
+  std::vector<T> ov = detail::huge_vector<T>(optr[nb] * gg, "amg: level 0 blocks");
+  for (auto& sc : scratch) std::fill(sc.mark.begin(), sc.mark.end(), -1);
+  detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
+    Scratch& sc = scratch[t];
+    for (index_t I = c * chunk; I < std::min(nb, (c + 1) * chunk); ++I) {
+      columns(sc, I);
+      for (std::size_t q = 0; q < sc.list.size(); ++q) {
+        oidx[optr[I] + static_cast<index_t>(q)] = sc.list[q];
+        sc.pos[sc.list[q]] = optr[I] + static_cast<index_t>(q);
+      }
+      for (index_t r = 0; r < g; ++r)
+        for (index_t p = ptr[I * g + r]; p < ptr[I * g + r + 1]; ++p) {
+          const index_t col = idx[p], J = col / g;
+          ov[(sc.pos[J] * g + r) * g + (col - J * g)] = vals[p];
         }
-  }
+    }
+  });
   return BsrMatrix<T>(BsrStructure::make(rows, rows, g, std::move(optr), std::move(oidx)), std::move(ov));
 }
 
@@ -164,7 +248,7 @@ Graph strength(const Mat<T>& A, index_t node, double theta) {
       double s = 0.0;
       for (index_t br = I * m; br < I * m + m; ++br)
         for (index_t p = ptr[br]; p < ptr[br + 1]; ++p)
-          if (idx[p] / m == I) s += block_norm2(p);
+          if ((m == 1 ? idx[p] : idx[p] / m) == I) s += block_norm2(p);
       dn[I] = std::sqrt(s);
     }
   });
@@ -480,6 +564,30 @@ double lanczos_lmax(const Mat<T>& A, const std::vector<T>& d, const std::vector<
   return std::isfinite(l) && l > 0.0 ? l : 1.0;
 }
 
+/// A block-row matrix as plain arrays: `rows` x `cols` blocks of g x g (row-major each),
+/// columns in any order within a row (an intermediate product, never a CsrMatrix).
+template <SolverValue T>
+struct Blocks {
+  index_t rows = 0, cols = 0, g = 1;
+  std::vector<index_t> ptr, idx;
+  std::vector<T> vals;
+};
+
+/// C += A B for g x g blocks (G: g at compile time for the common sizes, 0: run time).
+template <int G, class T>
+inline void block_madd(index_t g_rt, const T* a, const T* b, T* c) {
+  const index_t g = G > 0 ? G : g_rt;
+  if constexpr (G == 1) {
+    c[0] += a[0] * b[0];
+  } else {
+    for (index_t r = 0; r < g; ++r)
+      for (index_t e = 0; e < g; ++e) {
+        const T are = a[r * g + e];
+        for (index_t c2 = 0; c2 < g; ++c2) c[r * g + c2] += are * b[e * g + c2];
+      }
+  }
+}
+
 /// P = (I - s D⁻¹A) P_tent, s = ω / λmax, computed directly from the aggregates rather
 /// than by a general SpGEMM (no symbolic phase, no plan): block row I of A·P_tent has,
 /// for each distinct aggregate a among the nodes of its blocks' columns, the k / g
@@ -488,10 +596,11 @@ double lanczos_lmax(const Mat<T>& A, const std::vector<T>& d, const std::vector<
 /// sums in A's storage order: the same bits for any thread count. A thread finds a
 /// row's aggregates through a marker array over aggregates (a row of any length is
 /// O(its blocks)).
-template <SolverValue T>
-Mat<T> smooth(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, const std::vector<std::int32_t>& agg,
-              index_t node, double s) {
-  const index_t g = A.g(), gg = g * g, brows = A.rows() / g, m = node / g;
+template <int G, SolverValue T>
+Mat<T> smooth_g(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, const std::vector<std::int32_t>& agg,
+                index_t node, double s) {
+  const index_t g = G > 0 ? G : A.g(), gg = g * g, brows = A.rows() / g, m = node / g;
+  const auto node_of = [m](index_t J) { return m == 1 ? J : J / m; };
   const index_t kb = Pt.rows() > 0 ? (Pt.ptr()[1] - Pt.ptr()[0]) : 1;
   const index_t n_agg = Pt.cols() / (kb * g);
   const auto ptr = A.ptr();
@@ -517,7 +626,7 @@ Mat<T> smooth(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, con
   const auto row_aggregates = [&](Scratch& sc, index_t I) {
     sc.list.clear();
     for (index_t p = ptr[I]; p < ptr[I + 1]; ++p) {
-      const std::int32_t a = agg[idx[p] / m];
+      const std::int32_t a = agg[node_of(idx[p])];
       if (sc.mark[a] != I) {
         sc.mark[a] = I;
         sc.list.push_back(a);
@@ -552,16 +661,11 @@ Mat<T> smooth(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, con
       for (index_t p = ptr[I]; p < ptr[I + 1]; ++p) {
         const index_t J = idx[p];
         const T* a = av.data() + p * gg;
-        T* o = out + static_cast<index_t>(sc.slot[agg[J / m]]) * kb * gg;
+        T* o = out + static_cast<index_t>(sc.slot[agg[node_of(J)]]) * kb * gg;
         const T* t0 = tv.data() + J * kb * gg;  // P_tent's block row J: kb blocks
-        for (index_t b = 0; b < kb; ++b)
-          for (index_t r = 0; r < g; ++r)
-            for (index_t e = 0; e < g; ++e) {
-              const T are = a[r * g + e];
-              for (index_t c2 = 0; c2 < g; ++c2) o[b * gg + r * g + c2] += are * t0[b * gg + e * g + c2];
-            }
+        for (index_t b = 0; b < kb; ++b) block_madd<G>(g, a, t0 + b * gg, o + b * gg);
       }
-      const index_t own = sc.slot[agg[I / m]];
+      const index_t own = sc.slot[agg[node_of(I)]];
       const T* ti = tv.data() + I * kb * gg;
       for (index_t q = 0; q < static_cast<index_t>(sc.list.size()) * kb; ++q)
         for (index_t r = 0; r < g; ++r) {
@@ -578,28 +682,12 @@ Mat<T> smooth(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, con
       BsrMatrix<T>(BsrStructure::make(A.rows(), Pt.cols(), g, std::move(pptr), std::move(pidx)), std::move(pv)));
 }
 
-/// A block-row matrix as plain arrays: `rows` x `cols` blocks of g x g (row-major each),
-/// columns in any order within a row (an intermediate product, never a CsrMatrix).
 template <SolverValue T>
-struct Blocks {
-  index_t rows = 0, cols = 0, g = 1;
-  std::vector<index_t> ptr, idx;
-  std::vector<T> vals;
-};
-
-/// C += A B for g x g blocks (G: g at compile time for the common sizes, 0: run time).
-template <int G, class T>
-inline void block_madd(index_t g_rt, const T* a, const T* b, T* c) {
-  const index_t g = G > 0 ? G : g_rt;
-  if constexpr (G == 1) {
-    c[0] += a[0] * b[0];
-  } else {
-    for (index_t r = 0; r < g; ++r)
-      for (index_t e = 0; e < g; ++e) {
-        const T are = a[r * g + e];
-        for (index_t c2 = 0; c2 < g; ++c2) c[r * g + c2] += are * b[e * g + c2];
-      }
-  }
+Mat<T> smooth(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, const std::vector<std::int32_t>& agg,
+              index_t node, double s) {
+  if (A.g() == 1) return smooth_g<1>(A, dinv, Pt, agg, node, s);
+  if (A.g() == 3) return smooth_g<3>(A, dinv, Pt, agg, node, s);
+  return smooth_g<0>(A, dinv, Pt, agg, node, s);
 }
 
 /// C = A B, row by row (Gustavson) with a dense accumulator over C's block columns per
@@ -812,8 +900,11 @@ void Mat<T>::spmv(T alpha, std::span<const T> x, T beta, std::span<T> y) const {
 
 template <SolverValue T>
 Mat<T> fine_operator(const CsrMatrix<T>& A, index_t g, const char* who) {
-  Mat<T> M = g == 1 ? Mat<T>::view(A)
-                    : Mat<T>::own(reblock<T>(A.row_ptr(), A.col_indices(), A.values(), 1, A.rows(), g));
+  Mat<T> M;
+  if (g == 1) M = Mat<T>::view(A);
+  else if (g == 3) M = Mat<T>::own(reblock_csr<3>(A, g));
+  else if (g == 2) M = Mat<T>::own(reblock_csr<2>(A, g));
+  else M = Mat<T>::own(reblock_csr<0>(A, g));
   check_fine(M, who);
   return M;
 }
