@@ -755,7 +755,7 @@ Mat<T> smooth(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, con
 template <int G, class T>
 Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const index_t> aptr,
                   std::span<const index_t> aidx, std::span<const T> av, std::span<const index_t> bptr,
-                  std::span<const index_t> bidx, std::span<const T> bv, bool sorted) {
+                  std::span<const index_t> bidx, std::span<const T> bv, bool sorted, bool upper) {
   const index_t gg = g * g;
   Blocks<T> C;
   C.rows = a_rows;
@@ -781,7 +781,7 @@ Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const ind
       index_t n = 0;
       for (index_t p = aptr[i]; p < aptr[i + 1]; ++p)
         for (index_t q = bptr[aidx[p]]; q < bptr[aidx[p] + 1]; ++q)
-          if (sc.mark[bidx[q]] != i) {
+          if (sc.mark[bidx[q]] != i && !(upper && bidx[q] < i)) {
             sc.mark[bidx[q]] = i;
             ++n;
           }
@@ -804,6 +804,7 @@ Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const ind
         const T* a = av.data() + p * gg;
         for (index_t q = bptr[aidx[p]]; q < bptr[aidx[p] + 1]; ++q) {
           const index_t j = bidx[q];
+          if (upper && j < i) continue;
           if (sc.mark[j] != i) {
             sc.mark[j] = i;
             sc.list.push_back(j);
@@ -828,10 +829,67 @@ Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const ind
 template <class T>
 Blocks<T> product_any(index_t a_rows, index_t b_cols, index_t g, std::span<const index_t> aptr,
                       std::span<const index_t> aidx, std::span<const T> av, std::span<const index_t> bptr,
-                      std::span<const index_t> bidx, std::span<const T> bv, bool sorted) {
-  if (g == 1) return product<1, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted);
-  if (g == 3) return product<3, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted);
-  return product<0, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted);
+                      std::span<const index_t> bidx, std::span<const T> bv, bool sorted, bool upper = false) {
+  if (g == 1) return product<1, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted, upper);
+  if (g == 3) return product<3, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted, upper);
+  return product<0, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted, upper);
+}
+
+/// The symmetric matrix whose upper block triangle (diagonal blocks whole) U holds, rows
+/// sorted: row I is the transposed blocks U(r, I), r < I, in row order, then U's row I.
+/// Ranges of U's rows scatter their lower blocks as transpose_of does (every row's
+/// lower part in row order whatever the cut).
+template <SolverValue T>
+Blocks<T> symmetric_from_upper(const Blocks<T>& U) {
+  const index_t n = U.rows, g = U.g, gg = g * g;
+  const int parts = detail::parts_for(n, detail::work_ns(detail::Work::stream, 4.0 * static_cast<double>(U.vals.size())));
+  const auto first = [&](int t) { return n * t / parts; };
+  std::vector<std::vector<index_t>> at(static_cast<std::size_t>(parts));
+  detail::parallel_parts(parts, [&](int t) {
+    at[t] = detail::huge_vector<index_t>(n, "amg: coarse operator");
+    for (index_t p = U.ptr[first(t)]; p < U.ptr[first(t + 1)]; ++p) ++at[t][U.idx[p]];
+  });
+  // at[t][c] counts U's blocks (r, c) of range t, the diagonal ones too: those are not
+  // mirrored, so each row's count loses its one diagonal block (U holds every diagonal
+  // block, A_c having A's diagonal) below.
+  Blocks<T> C;
+  C.rows = C.cols = n;
+  C.g = g;
+  C.ptr = detail::huge_vector<index_t>(n + 1, "amg: coarse operator");
+  std::vector<index_t> lower_start(static_cast<std::size_t>(n));
+  index_t o = 0;
+  for (index_t c = 0; c < n; ++c) {
+    C.ptr[c] = o;
+    const bool diag = U.ptr[c + 1] > U.ptr[c] && U.idx[U.ptr[c]] == c;
+    for (int t = 0; t < parts; ++t) {
+      index_t cnt = at[t][c];
+      if (diag && c >= first(t) && c < first(t + 1)) --cnt;  // row c's own diagonal block
+      at[t][c] = o;
+      o += cnt;
+    }
+    lower_start[c] = o;  // U's row c follows its lower part
+    o += U.ptr[c + 1] - U.ptr[c];
+  }
+  C.ptr[n] = o;
+  C.idx = detail::huge_vector<index_t>(o, "amg: coarse operator");
+  C.vals = detail::huge_vector<T>(o * gg, "amg: coarse operator");
+  detail::parallel_parts(parts, [&](int t) {
+    std::vector<index_t>& fill = at[t];
+    for (index_t r = first(t); r < first(t + 1); ++r) {
+      index_t u = lower_start[r];
+      for (index_t p = U.ptr[r]; p < U.ptr[r + 1]; ++p, ++u) {
+        const index_t c = U.idx[p];
+        C.idx[u] = c;
+        std::copy(U.vals.data() + p * gg, U.vals.data() + (p + 1) * gg, C.vals.data() + u * gg);
+        if (c == r) continue;
+        const index_t q = fill[c]++;
+        C.idx[q] = r;
+        for (index_t a = 0; a < g; ++a)
+          for (index_t b = 0; b < g; ++b) C.vals[q * gg + b * g + a] = U.vals[p * gg + a * g + b];
+      }
+    }
+  });
+  return C;
 }
 
 template <SolverValue T>
@@ -841,14 +899,17 @@ Mat<T> to_mat(Blocks<T>&& C) {
                                   std::move(C.vals)));
 }
 
-/// A_c = R (A P) with R = Pᵀ stored (see `product`).
+/// A_c = R (A P) with R = Pᵀ stored (see `product`), A symmetric.
 template <SolverValue T>
 Mat<T> galerkin_of(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
   const index_t g = A.g();
   Blocks<T> AP = product_any<T>(A.rows() / g, P.cols() / g, g, A.ptr(), A.idx(), A.vals(), P.ptr(), P.idx(),
                                 P.vals(), false);
-  return to_mat(product_any<T>(R.rows() / g, P.cols() / g, g, R.ptr(), R.idx(), R.vals(), AP.ptr, AP.idx,
-                               std::span<const T>(AP.vals), true));
+  // A_c is symmetric: only its upper block triangle is summed (half the block products),
+  // then mirrored, which also makes A_c exactly symmetric.
+  const Blocks<T> U = product_any<T>(R.rows() / g, P.cols() / g, g, R.ptr(), R.idx(), R.vals(), AP.ptr, AP.idx,
+                                     std::span<const T>(AP.vals), true, true);
+  return to_mat(symmetric_from_upper(U));
 }
 
 /// Pᵀ by a counting sort of P's blocks by column (each block transposed): P's rows are
