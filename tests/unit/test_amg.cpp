@@ -337,6 +337,39 @@ TEST(Amg, SmootherOnlyLastLevelWhenMaxLevelsStops) {
   EXPECT_NEAR(dot(u, precondition(M, v)), dot(v, precondition(M, u)), 1e-10 * norm(u) * norm(v));
 }
 
+TEST(Amg, PoissonCoarsensAggressively) {
+  // Distance-2 aggregation on the 7-point stencil: a coarse level of about 4 % of the
+  // rows, then the denser coarse graph aggregates over distance 1.
+  const auto A = poisson3d<double>(24);
+  const Amg<double> M(A, {.max_coarse = 20});
+  const auto L = M.levels();
+  ASSERT_GE(L.size(), 3u);
+  EXPECT_LT(L[1].rows * 15, L[0].rows);
+  EXPECT_GT(L[1].rows * 40, L[0].rows);
+  index_t nnz = 0;
+  for (const auto& l : L) nnz += l.nnz;
+  EXPECT_LT(static_cast<double>(nnz) / static_cast<double>(L[0].nnz), 1.3);  // operator complexity
+}
+
+TEST(Amg, UncoupledNodesStallCoarsening) {
+  // A diagonal matrix: every node its own aggregate, no coarser level; 2000 rows > max_coarse,
+  // so the single level is smoothed: D⁻¹A = I, and Chebyshev of degree 4 on [0.1, 1.1]
+  // leaves |q(1)| = 1 / T_4(1.2) · |T_4(-0.8)| ≈ 0.139 of the error.
+  std::vector<index_t> ptr(2001), idx(2000);
+  std::vector<double> v(2000);
+  for (index_t i = 0; i < 2000; ++i) {
+    ptr[i + 1] = i + 1;
+    idx[i] = i;
+    v[i] = 1.0 + static_cast<double>(i % 7);
+  }
+  const CsrMatrix<double> A(2000, 2000, ptr, idx, v);
+  const Amg<double> M(A);
+  ASSERT_EQ(M.levels().size(), 1u);
+  const auto b = random_vector<double>(2000, 3);
+  const auto x = precondition(M, b);
+  for (index_t i = 0; i < 2000; ++i) EXPECT_NEAR(x[i] * v[i], b[i], 0.14 * std::fabs(b[i])) << i;
+}
+
 TEST(Amg, RigidBodyModesAreTheNullspaceAwayFromTheClampedFace) {
   const index_t n = 4;
   const auto A = elasticity3d<double>(n);
