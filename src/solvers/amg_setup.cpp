@@ -37,6 +37,23 @@ struct Local {
   void sum(std::span<double>) const noexcept {}
 };
 
+/// A thread's list of distinct columns of one row: room for every column, allocated once,
+/// so that adding one is a store (std::vector::push_back is an out-of-line call here).
+template <class I>
+struct List {
+  std::vector<I> v;
+  std::size_t n = 0;
+  void reserve(index_t capacity) {
+    if (v.empty()) v.resize(static_cast<std::size_t>(std::max<index_t>(capacity, 1)));
+  }
+  void clear() noexcept { n = 0; }
+  void push_back(I x) noexcept { v[n++] = x; }
+  [[nodiscard]] std::size_t size() const noexcept { return n; }
+  I* begin() noexcept { return v.data(); }
+  I* end() noexcept { return v.data() + n; }
+  I operator[](std::size_t q) const noexcept { return v[q]; }
+};
+
 /// Runs f(i0, i1) over chunks of [0, n) on the threads a pass of `ns` one-thread
 /// nanoseconds is worth; each index is handled by exactly one call.
 template <class F>
@@ -69,7 +86,8 @@ BsrMatrix<T> reblock(std::span<const index_t> ptr, std::span<const index_t> idx,
   const index_t chunks = detail::ceil_div(out_rows, chunk);
   const int parts = detail::parts_for(chunks, detail::work_ns(detail::Work::stream, 2.0 * static_cast<double>(vals.size())));
   struct Scratch {
-    std::vector<index_t> mark, pos, list;
+    std::vector<index_t> mark, pos;
+    List<index_t> list;
   };
   std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
   // The block columns of output block row I, sorted, in sc.list.
@@ -77,6 +95,7 @@ BsrMatrix<T> reblock(std::span<const index_t> ptr, std::span<const index_t> idx,
     if (sc.mark.empty()) {
       sc.mark.assign(static_cast<std::size_t>(out_cols), -1);
       sc.pos.resize(static_cast<std::size_t>(out_cols));
+      sc.list.reserve(out_cols);
     }
     sc.list.clear();
     for (index_t sb = I * g / gs; sb <= (I * g + g - 1) / gs; ++sb)
@@ -137,13 +156,15 @@ BsrMatrix<T> reblock_csr(const CsrMatrix<T>& A, index_t g_rt) {
   const index_t chunks = detail::ceil_div(nb, chunk);
   const int parts = detail::parts_for(chunks, detail::work_ns(detail::Work::stream, 2.0 * static_cast<double>(vals.size())));
   struct Scratch {
-    std::vector<index_t> mark, pos, list;
+    std::vector<index_t> mark, pos;
+    List<index_t> list;
   };
   std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
   const auto columns = [&](Scratch& sc, index_t I) {
     if (sc.mark.empty()) {
       sc.mark.assign(static_cast<std::size_t>(nb), -1);
       sc.pos.resize(static_cast<std::size_t>(nb));
+      sc.list.reserve(nb);
     }
     sc.list.clear();
     for (index_t p = ptr[I * g]; p < ptr[I * g + g]; ++p) {
@@ -227,6 +248,44 @@ void check_fine(const Mat<T>& A, const char* who) {
 struct Graph {
   std::vector<index_t> start;
   std::vector<std::int32_t> count, idx;
+
+  [[nodiscard]] index_t nodes() const noexcept { return static_cast<index_t>(start.size()); }
+  [[nodiscard]] double edges() const noexcept {
+    double e = 0.0;
+    for (const auto c : count) e += c;
+    return e;
+  }
+  /// f(j) for the strong neighbours j of i while f returns true; false if one returned false.
+  template <class F>
+  bool each(index_t i, F&& f) const {
+    const std::int32_t* p = idx.data() + start[i];
+    for (std::int32_t q = 0; q < count[i]; ++q)
+      if (!f(static_cast<index_t>(p[q]))) return false;
+    return true;
+  }
+};
+
+/// The strong graph of θ = 0 with one block row a node, read in place from A's pattern:
+/// every stored block but the diagonal one and all-zero ones (which θ = 0 drops).
+template <SolverValue T>
+struct PatternGraph {
+  std::span<const index_t> ptr, idx;
+  std::span<const T> v;
+  index_t gg;
+
+  [[nodiscard]] index_t nodes() const noexcept { return static_cast<index_t>(ptr.size()) - 1; }
+  [[nodiscard]] double edges() const noexcept { return static_cast<double>(ptr.back() - nodes()); }
+  template <class F>
+  bool each(index_t i, F&& f) const {
+    for (index_t p = ptr[i]; p < ptr[i + 1]; ++p) {
+      const index_t j = idx[p];
+      if (j == i) continue;
+      bool zero = true;
+      for (index_t e = 0; e < gg && zero; ++e) zero = v[p * gg + e] == T(0);
+      if (!zero && !f(j)) return false;
+    }
+    return true;
+  }
 };
 
 template <SolverValue T>
@@ -319,67 +378,66 @@ Graph strength(const Mat<T>& A, index_t node, double theta) {
 /// joins each node left to the aggregate of pass 1 of a neighbour (at distance 1 first,
 /// then 2); pass 3 groups what is still left with its free neighbours. Node order,
 /// sequential, O(Σ degree²) for distance 2. Returns the aggregate count.
-std::int32_t aggregate(const Graph& G, int distance, std::vector<std::int32_t>& agg) {
-  const auto nodes = static_cast<index_t>(G.start.size());
+template <class Nbrs>
+std::int32_t aggregate(const Nbrs& G, int distance, std::vector<std::int32_t>& agg) {
+  const index_t nodes = G.nodes();
   constexpr std::int32_t kFree = -1;
   agg = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
   std::fill(agg.begin(), agg.end(), kFree);
-  const auto nbrs = [&](index_t i) {
-    return std::span<const std::int32_t>(G.idx.data() + G.start[i], static_cast<std::size_t>(G.count[i]));
-  };
   // Paths of length 2 from the current candidate (distance 2 only), reset after it.
+  constexpr std::int32_t kMember = -(1 << 20);
   std::vector<std::int32_t> paths;
-  std::vector<std::int32_t> reached;
-  if (distance == 2) paths = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
+  List<index_t> reached;
+  if (distance == 2) {
+    paths = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
+    reached.reserve(nodes);
+  }
   std::int32_t count = 0;
   for (index_t i = 0; i < nodes; ++i) {
     if (agg[i] != kFree) continue;
-    bool free = true;
-    for (const std::int32_t j : nbrs(i)) free = free && agg[j] == kFree;
-    if (!free) continue;
+    if (!G.each(i, [&](index_t j) { return agg[j] == kFree; })) continue;
     if (distance == 2) {
       reached.clear();
-      paths[i] = -1 << 20;  // i and its neighbours are members already
-      for (const std::int32_t j : nbrs(i)) paths[j] = -1 << 20;
-      for (const std::int32_t j : nbrs(i))
-        for (const std::int32_t j2 : nbrs(j))
+      paths[i] = kMember;  // i and its neighbours are members already
+      G.each(i, [&](index_t j) { return (paths[j] = kMember) != 0; });
+      G.each(i, [&](index_t j) {
+        return G.each(j, [&](index_t j2) {
           if (++paths[j2] == 1) reached.push_back(j2);
-      for (const std::int32_t j2 : reached) free = free && (paths[j2] < 2 || agg[j2] == kFree);
+          return true;
+        });
+      });
+      bool free = true;
+      for (const index_t j2 : reached) free = free && (paths[j2] < 2 || agg[j2] == kFree);
       if (free)
-        for (const std::int32_t j2 : reached)
+        for (const index_t j2 : reached)
           if (paths[j2] >= 2) agg[j2] = count;
-      for (const std::int32_t j2 : reached) paths[j2] = 0;
+      for (const index_t j2 : reached) paths[j2] = 0;
       paths[i] = 0;
-      for (const std::int32_t j : nbrs(i)) paths[j] = 0;
+      G.each(i, [&](index_t j) { return (paths[j] = 0) == 0; });
       if (!free) continue;
     }
     agg[i] = count;
-    for (const std::int32_t j : nbrs(i)) agg[j] = count;
+    G.each(i, [&](index_t j) { return (agg[j] = count) >= 0; });
     ++count;
   }
   // Pass 2 marks its joins as -2 - a, so that a node joins only aggregates of pass 1.
   for (index_t i = 0; i < nodes; ++i) {
     if (agg[i] != kFree) continue;
-    for (const std::int32_t j : nbrs(i))
-      if (agg[j] >= 0) {
-        agg[i] = -2 - agg[j];
-        break;
-      }
-    if (distance == 1 || agg[i] != kFree) continue;
-    for (const std::int32_t j : nbrs(i)) {
-      for (const std::int32_t j2 : nbrs(j))
-        if (agg[j2] >= 0) {
-          agg[i] = -2 - agg[j2];
-          break;
-        }
-      if (agg[i] != kFree) break;
-    }
+    const auto join = [&](index_t j) {
+      if (agg[j] < 0) return true;
+      agg[i] = -2 - agg[j];
+      return false;
+    };
+    if (!G.each(i, join) || distance == 1) continue;
+    G.each(i, [&](index_t j) { return G.each(j, join); });
   }
   for (index_t i = 0; i < nodes; ++i) {
     if (agg[i] != kFree) continue;
     agg[i] = count;
-    for (const std::int32_t j : nbrs(i))
+    G.each(i, [&](index_t j) {
       if (agg[j] == kFree) agg[j] = count;
+      return true;
+    });
     ++count;
   }
   for (auto& a : agg)
@@ -667,13 +725,15 @@ Mat<T> smooth_g(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, c
   const int parts = detail::parts_for(chunks, ns);
   struct Scratch {
     std::vector<index_t> mark;
-    std::vector<std::int32_t> slot, list;
+    std::vector<std::int32_t> slot;
+    List<std::int32_t> list;
   };
   std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
   const auto prepare = [&](Scratch& sc) {
     if (sc.mark.empty()) {
       sc.mark.assign(static_cast<std::size_t>(n_agg), -1);
       sc.slot.resize(static_cast<std::size_t>(n_agg));
+      sc.list.reserve(n_agg);
     }
   };
   // The sorted distinct aggregates of block row I's columns, in sc.list.
@@ -768,7 +828,8 @@ Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const ind
   const index_t chunks = detail::ceil_div(a_rows, chunk);
   const int parts = detail::parts_for(chunks, ns);
   struct Scratch {
-    std::vector<index_t> mark, list;
+    std::vector<index_t> mark;
+    List<index_t> list;
     std::vector<T> acc;
   };
   std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
@@ -795,6 +856,7 @@ Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const ind
     Scratch& sc = scratch[t];
     if (sc.acc.empty()) {
       sc.acc.assign(static_cast<std::size_t>(b_cols * gg), T(0));
+      sc.list.reserve(b_cols);
       if (sc.mark.empty()) sc.mark.assign(static_cast<std::size_t>(b_cols), -1);
     }
     for (index_t i = c * chunk; i < std::min(a_rows, (c + 1) * chunk); ++i) {
@@ -1096,11 +1158,17 @@ void build(std::vector<Level<T>>& levels, Coarse& coarse, std::vector<double> B,
     L.cheb_c = co.c;
     bool last = fresh ? (n <= options.max_coarse || l + 1 >= max_levels) : l + 1 == max_levels;
     if (fresh && !last) {
-      const Graph G = strength(L.A, L.node, options.strength_threshold);
-      double strong = 0.0;
-      for (const auto c : G.count) strong += c;
-      const int distance = strong < kSparseDegree * static_cast<double>(G.count.size()) ? 2 : 1;
-      const std::int32_t n_agg = aggregate(G, distance, L.aggregate);
+      // Aggregation over the strong graph: A's own pattern for θ = 0 with one block row a
+      // node (no copy of it), else the graph `strength` builds.
+      std::int32_t n_agg = 0;
+      const auto run = [&](const auto& G) {
+        const int distance = G.edges() < kSparseDegree * static_cast<double>(G.nodes()) ? 2 : 1;
+        n_agg = aggregate(G, distance, L.aggregate);
+      };
+      if (options.strength_threshold == 0.0 && L.node == L.A.g())
+        run(PatternGraph<T>{L.A.ptr(), L.A.idx(), L.A.vals(), L.A.g() * L.A.g()});
+      else
+        run(strength(L.A, L.node, options.strength_threshold));
       if (static_cast<index_t>(n_agg) * k >= n) {  // coarsening stalls
         last = true;
         L.aggregate.clear();

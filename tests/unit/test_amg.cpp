@@ -351,6 +351,24 @@ TEST(Amg, PoissonCoarsensAggressively) {
   EXPECT_LT(static_cast<double>(nnz) / static_cast<double>(L[0].nnz), 1.3);  // operator complexity
 }
 
+TEST(Amg, PatternGraphEqualsStrengthGraphAtZeroThreshold) {
+  // θ = 0 aggregates on A's pattern in place; a θ whose square underflows to 0 takes the
+  // strength pass with the same criterion: the same hierarchy, bit for bit.
+  for (const bool elasticity : {false, true}) {
+    const auto A = elasticity ? elasticity3d<double>(5) : poisson3d<double>(14);
+    const index_t b = elasticity ? 3 : 1;
+    const Amg<double> M0(A, {.block_size = b, .max_coarse = 20});
+    const Amg<double> M1(A, {.block_size = b, .strength_threshold = 1e-300, .max_coarse = 20});
+    const auto r = random_vector<double>(A.rows(), 8);
+    EXPECT_EQ(precondition(M0, r), precondition(M1, r)) << elasticity;
+    EXPECT_EQ(M0.levels().size(), M1.levels().size());
+  }
+  // A real threshold drops connections: fewer strong neighbours, other aggregates.
+  const auto E = elasticity3d<double>(5);
+  const Amg<double> M2(E, {.block_size = 3, .strength_threshold = 0.2, .max_coarse = 20});
+  EXPECT_LT(contraction(E, M2), 1.0);
+}
+
 TEST(Amg, UncoupledNodesStallCoarsening) {
   // A diagonal matrix: every node its own aggregate, no coarser level; 2000 rows > max_coarse,
   // so the single level is smoothed: D⁻¹A = I, and Chebyshev of degree 4 on [0.1, 1.1]
