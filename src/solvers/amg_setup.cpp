@@ -774,7 +774,12 @@ Mat<T> smooth_g(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, c
       T* out = pv.data() + base * gg;  // A·P_tent, then P
       for (index_t p = ptr[I]; p < ptr[I + 1]; ++p) {
         const index_t J = idx[p];
+        T al[G > 0 ? G * G : 1];
         const T* a = av.data() + p * gg;
+        if constexpr (G > 0) {
+          std::copy(a, a + G * G, al);
+          a = al;
+        }
         T* o = out + static_cast<index_t>(sc.slot[agg[node_of(J)]]) * kb * gg;
         const T* t0 = tv.data() + J * kb * gg;  // P_tent's block row J: kb blocks
         for (index_t b = 0; b < kb; ++b) block_madd<G>(g, a, t0 + b * gg, o + b * gg);
@@ -862,7 +867,13 @@ Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const ind
     for (index_t i = c * chunk; i < std::min(a_rows, (c + 1) * chunk); ++i) {
       sc.list.clear();
       for (index_t p = aptr[i]; p < aptr[i + 1]; ++p) {
+        // A's block in locals: the stores into acc could alias it for the compiler.
+        T al[G > 0 ? G * G : 1];
         const T* a = av.data() + p * gg;
+        if constexpr (G > 0) {
+          std::copy(a, a + G * G, al);
+          a = al;
+        }
         for (index_t q = bptr[aidx[p]]; q < bptr[aidx[p] + 1]; ++q) {
           const index_t j = bidx[q];
           if (upper && j < i) continue;
