@@ -167,3 +167,44 @@ def test_argument_errors():
     with pytest.raises(ValueError, match="not both"):
         ts.solve(ts.BSRMatrix.from_csr(ts.poisson3d(3), 3), torch.ones(27, dtype=torch.float64), precond="ic0",
                  M=lambda r: r)
+
+
+def test_amg():
+    A = ts.poisson3d(16)
+    b = rhs(A.shape[0])
+    M = ts.amg(A)
+    assert M.name == "amg" and M.setup_seconds >= 0
+    levels = M.levels
+    assert levels[0][0] == A.shape[0] and len(levels) >= 2 and all(lv[2] == 1 for lv in levels)
+    x = ts.solve(A, b, precond=M, tol=1e-10)
+    assert relres(A, x, b) <= 1e-10 * 1.01
+    # A V-cycle is symmetric: uᵀ M⁻¹ v == vᵀ M⁻¹ u.
+    u, v = rhs(A.shape[0], seed=1), rhs(A.shape[0], seed=2)
+    assert abs(float(u @ M(v) - v @ M(u))) < 1e-10 * float(u.norm() * M(v).norm())
+    # update with scaled values: M⁻¹ scales inversely.
+    A2 = ts.CSRMatrix(A.values * 4.0, A.col_indices, A.row_ptrs, A.shape)
+    z = M(b)
+    M.update(A2)
+    assert torch.allclose(M(b), z / 4.0, rtol=1e-10, atol=0)
+
+
+def test_amg_elasticity_with_rigid_body_modes():
+    n = 8
+    A = ts.elasticity3d(n)
+    B = ts.BSRMatrix.from_csr(A, 3)
+    modes = ts.rigid_body_modes(ts.elasticity3d_coordinates(n))
+    assert modes.shape == (A.shape[0], 6)
+    # The rigid-body modes are A's near-nullspace: away from the clamped face, A · mode ≈ 0.
+    b = rhs(A.shape[0])
+    its = {}
+    for name, M in (("constants", ts.amg(B)), ("rigid", ts.amg(B, near_nullspace=modes))):
+        x, iterations, rel = ts.cg_bsr(B, b, tol=1e-9, max_iter=500, M=M)
+        assert rel <= 1e-9
+        its[name] = iterations
+    assert its["rigid"] <= its["constants"]
+    with pytest.raises(ValueError, match="near_nullspace has 5 rows"):
+        ts.amg(A, near_nullspace=torch.ones(5, 6, dtype=torch.float64), block_size=3)
+    with pytest.raises(ValueError, match="block_size"):
+        ts.amg(A, block_size=0)
+    with pytest.raises(ts.ShapeError, match="coords"):
+        ts.rigid_body_modes(torch.ones(4, 2, dtype=torch.float64))

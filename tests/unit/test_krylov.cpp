@@ -197,6 +197,39 @@ TEST_F(Krylov, ArgumentErrors) {
   }
 }
 
+TEST_F(Krylov, CgWithAmg) {
+  // AMG as CG's preconditioner: few iterations, flat in the grid size, the same bits on
+  // any thread count.
+  std::vector<index_t> counts;
+  for (const index_t n : {12, 24}) {
+    const CsrMatrix<double> A = poisson3d<double>(n);
+    const std::vector<double> b = random_vector(rng, A.rows());
+    const Amg<double> M(A);
+    const auto res = cg(LinearOperator<double>(A), b, {.tol = 1e-10, .M = &M});
+    ASSERT_EQ(res.status, SolveStatus::converged);
+    EXPECT_LE(true_residual<double>(A, b, res.x), 1e-10);
+    counts.push_back(res.iterations);
+  }
+  EXPECT_LE(counts[1], counts[0] + counts[0] / 2);
+  EXPECT_LE(counts[1], 25);
+  const CsrMatrix<double> A = poisson3d<double>(20);
+  const std::vector<double> b = random_vector(rng, A.rows());
+  expect_thread_independent([&] {
+    const Amg<double> M(A);
+    return cg(LinearOperator<double>(A), b, {.tol = 1e-10, .M = &M}).x;
+  });
+}
+
+TEST_F(Krylov, NanInTheMatrixIsABreakdown) {
+  CsrMatrix<double> A = convdiff3d<double>(4, 1.0);
+  A.values()[5] = std::nan("");
+  const std::vector<double> b(static_cast<std::size_t>(A.rows()), 1.0);
+  for (const auto& res : {gmres(LinearOperator<double>(A), b), bicgstab(LinearOperator<double>(A), b)}) {
+    EXPECT_EQ(res.status, SolveStatus::breakdown);
+    EXPECT_TRUE(std::ranges::all_of(res.x, [](double v) { return std::isfinite(v); }));
+  }
+}
+
 TEST_F(Krylov, ThreadIndependent) {
   const CsrMatrix<double> A = convdiff3d<double>(18, 2.0);  // 5832 rows: two reduction chunks
   const std::vector<double> b = random_vector(rng, A.rows());
