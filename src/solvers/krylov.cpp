@@ -25,8 +25,9 @@ namespace {
 template <SolverValue T>
 class Workspace {
 public:
+  /// `reductions` >= 2 (pass's bodies have two).
   Workspace(const LinearOperator<T>& A, const Preconditioner<T>* M, index_t reductions)
-      : A_(A), M_(M), n_(A.size()), sums_(n_, reductions) {}
+      : A_(A), M_(M), n_(A.size()), sums_(n_, std::max<index_t>(reductions, 2)) {}
 
   [[nodiscard]] index_t n() const noexcept { return n_; }
   [[nodiscard]] std::vector<T> vector(const char* what) const { return detail::make_vector<T>(n_, what); }
@@ -43,12 +44,16 @@ public:
   }
 
   /// Runs body(i, lane, lanes) for every row (lanes[j * kLanes + lane] being reduction
-  /// j's lane) over `touched` values per row, then totals the reductions.
+  /// j's lane, j < 2) over `touched` values per row, then totals the reductions. The
+  /// body adds into the chunk's lanes held in locals, which the compiler keeps in
+  /// registers, and they join the chunk's slots once at its end.
   template <class Body>
   void pass(double touched, Body&& body) {
     sums_.run(detail::work_ns(detail::Work::stream, touched * static_cast<double>(n_)),
               [&](index_t r0, index_t r1, double* lanes) {
-                for_rows(r0, r1, [&](index_t i, index_t l) { body(i, l, lanes); });
+                double acc[2 * kLanes] = {};
+                for_rows(r0, r1, [&](index_t i, index_t l) { body(i, l, acc); });
+                for (index_t k = 0; k < 2 * kLanes; ++k) lanes[k] += acc[k];
               });
     sums_.reduce(A_);
   }
@@ -95,6 +100,15 @@ void check_arguments(const LinearOperator<T>& A, std::span<const T> b, std::span
       throw InvalidArgument(detail::concat(who, ": the preconditioner M (", M->name(), ") is for ", M->size(),
                                            " rows, A has ", n));
   });
+}
+
+/// Adds a[i] b[i] over rows [r0, r1) to the kLanes lanes at `lanes` (row r0 + k to lane
+/// k % kLanes), through locals the compiler keeps in registers.
+template <class T>
+void dot_lanes(index_t r0, index_t r1, const T* a, const T* b, double* lanes) {
+  double acc[kLanes] = {};
+  for_rows(r0, r1, [&](index_t i, index_t l) { acc[l] += static_cast<double>(a[i]) * static_cast<double>(b[i]); });
+  for (index_t l = 0; l < kLanes; ++l) lanes[l] += acc[l];
 }
 
 /// The relative residual ||r|| / ||b|| from squared norms (||r|| when b = 0).
@@ -270,12 +284,7 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
       // subtraction and ||w||² another.
       const index_t k = j + 1;
       ws.chunk_pass(static_cast<double>(k + 1), [&](index_t r0, index_t r1, double* lanes) {
-        for (index_t q = 0; q < k; ++q) {
-          const T* vq = basis(q);
-          solvers::for_rows(r0, r1, [&](index_t i, index_t l) {
-            lanes[q * kLanes + l] += static_cast<double>(vq[i]) * static_cast<double>(w[i]);
-          });
-        }
+        for (index_t q = 0; q < k; ++q) solvers::dot_lanes(r0, r1, basis(q), w, lanes + q * kLanes);
       });
       for (index_t q = 0; q < k; ++q) h[q] = ws.sum(q);
       ws.chunk_pass(static_cast<double>(2 * k + 2), [&](index_t r0, index_t r1, double* lanes) {
@@ -284,12 +293,7 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
           const T hq = static_cast<T>(h[q]);
           for (index_t i = r0; i < r1; ++i) w[i] -= hq * vq[i];
         }
-        for (index_t q = 0; q < k; ++q) {
-          const T* vq = basis(q);
-          solvers::for_rows(r0, r1, [&](index_t i, index_t l) {
-            lanes[q * kLanes + l] += static_cast<double>(vq[i]) * static_cast<double>(w[i]);
-          });
-        }
+        for (index_t q = 0; q < k; ++q) solvers::dot_lanes(r0, r1, basis(q), w, lanes + q * kLanes);
       });
       std::vector<double> h2(static_cast<std::size_t>(k));
       for (index_t q = 0; q < k; ++q) {
@@ -302,9 +306,7 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
           const T hq = static_cast<T>(h2[q]);
           for (index_t i = r0; i < r1; ++i) w[i] -= hq * vq[i];
         }
-        solvers::for_rows(r0, r1, [&](index_t i, index_t l) {
-          lanes[l] += static_cast<double>(w[i]) * static_cast<double>(w[i]);
-        });
+        solvers::dot_lanes(r0, r1, w, w, lanes);
       });
       const double hnext = std::sqrt(ws.sum(0));
       if (!std::isfinite(hnext) || !std::all_of(h.begin(), h.begin() + k, [](double v) { return std::isfinite(v); })) {
