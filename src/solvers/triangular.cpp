@@ -137,6 +137,12 @@ namespace {
 /// Rows of a level per unit of its parallel loop: enough work to amortise the unit's
 /// dealing, few enough that a level of a few thousand rows still splits.
 constexpr index_t kRowsPerUnit = 128;
+/// Levels of fewer rows than this on average are solved as one sweep in matrix order: a
+/// level-synchronised solve reads A and x out of order and waits at every level's end
+/// (for a thread another process may have taken off its core), which costs more than
+/// the second thread gains on a 7-point stencil's wavefronts of a few thousand rows
+/// (docs/solvers.md, "Triangular solves").
+constexpr double kMinRowsPerLevel = 64.0 * kRowsPerUnit;
 
 }  // namespace
 
@@ -213,9 +219,12 @@ void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
     parts[l] = detail::parts_for(detail::ceil_div(s.level_ptr[l + 1] - s.level_ptr[l], kRowsPerUnit),
                                  detail::work_ns(detail::Work::csr, s.level_cost[l]));
   std::vector<double> scratch(static_cast<std::size_t>(std::ranges::max(parts, {}, [](int p) { return p; }) * s.b));
-  if (std::ranges::all_of(parts, [](int p) { return p == 1; })) {
-    // No level is worth a team: one sweep in the matrix's own order, which reads A and x
-    // front to back (level order jumps across them), with the same sums per row.
+  if (static_cast<double>(s.nb) < kMinRowsPerLevel * static_cast<double>(depth) ||
+      std::ranges::all_of(parts, [](int p) { return p == 1; })) {
+    // Narrow levels (a stencil in natural order), or none worth a team: one sweep in the
+    // matrix's own order, which reads A and x front to back (level order jumps across
+    // them) and never waits at a level's end for a thread another process has taken off
+    // its core; the same sums per row.
     if (s.lower) {
       for (index_t i = 0; i < s.nb; ++i)
         if (!s.solve_row(i, rhs, out, scratch.data())) fail(i);

@@ -95,6 +95,44 @@ TEST_F(Preconditioners, SptrsvMatchesSubstitution) {
   }
 }
 
+TEST_F(Preconditioners, SptrsvWideLevelsRunOnThreads) {
+  // Two levels of 200000 rows: the second half's rows each read two rows of the first.
+  // Wide enough for the level-parallel solve; it must match substitution in row order
+  // and give the same bits on any thread count.
+  const index_t half = 200000, n = 2 * half;
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<double> val;
+  for (index_t i = 0; i < n; ++i) {
+    if (i >= half) {
+      const index_t a = i - half, c = (i * 7919) % half;
+      for (const index_t j : {std::min(a, c), std::max(a, c)}) {
+        if (!idx.empty() && ptr.back() < static_cast<index_t>(idx.size()) && idx.back() == j) continue;
+        idx.push_back(j);
+        val.push_back(-0.5);
+      }
+    }
+    idx.push_back(i);
+    val.push_back(2.0 + static_cast<double>(i % 3));
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  const CsrMatrix<double> L(n, n, std::move(ptr), std::move(idx), std::move(val));
+  const std::vector<double> b = random_vector(rng, n);
+  std::vector<double> want(b.size());
+  for (index_t i = 0; i < n; ++i) {
+    double s = b[i];
+    for (index_t e = L.row_ptr()[i]; e + 1 < L.row_ptr()[i + 1]; ++e) s -= L.values()[e] * want[L.col_indices()[e]];
+    want[i] = s / L.values()[L.row_ptr()[i + 1] - 1];
+  }
+  const TriangularSolver<double> T(L, Triangle::lower, Diagonal::non_unit);
+  EXPECT_EQ(T.levels(), 2);
+  expect_thread_independent([&] {
+    std::vector<double> x(b.size());
+    T.solve(b, std::span(x));
+    EXPECT_EQ(x, want);
+    return x;
+  });
+}
+
 TEST_F(Preconditioners, SptrsvLevels) {
   // A diagonal matrix is one level; a bidiagonal one is n levels; the 7-point Laplacian
   // on an m³ grid in natural order is 3 (m - 1) + 1 wavefronts.
