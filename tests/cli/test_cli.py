@@ -254,7 +254,7 @@ class Solve(CliTestCase):
         # Every method with every preconditioner it takes: the JSON fields of a solve, and
         # a converged true residual; a factorisation beats none on the nonsymmetric problem.
         iterations = {}
-        for method, problem, preconds in (("cg", "poisson3d:8", ("none", "jacobi", "bjacobi", "ic0", "ilu0")),
+        for method, problem, preconds in (("cg", "poisson3d:8", ("none", "jacobi", "bjacobi", "ic0", "ilu0", "amg")),
                                           ("gmres", "convdiff3d:8:2", ("none", "jacobi", "ilu0")),
                                           ("bicgstab", "convdiff3d:8:2", ("none", "bjacobi", "ilu0"))):
             for precond in preconds:
@@ -269,10 +269,12 @@ class Solve(CliTestCase):
                     self.assertGreaterEqual(line["seconds"], 0)
                     iterations[method, precond] = line["iterations"]
         self.assertLess(iterations["gmres", "ilu0"], iterations["gmres", "none"])
-        # bjacobi on elasticity3d takes its 3 x 3 node blocks by default.
-        result = run("solve", "--problem", "elasticity3d:3", "--precond", "bjacobi", "--json")
-        self.assertStatus(result, 0)
-        self.assertTrue(json_lines(result.stdout)[0]["converged"])
+        # bjacobi on elasticity3d takes its 3 x 3 node blocks by default, amg its rigid-body modes.
+        for precond in ("bjacobi", "amg"):
+            result = run("solve", "--problem", "elasticity3d:12", "--precond", precond, "--json")
+            self.assertStatus(result, 0)
+            self.assertTrue(json_lines(result.stdout)[0]["converged"])
+        self.assertLess(iterations["cg", "amg"], iterations["cg", "jacobi"])
         for bad in (["--method", "minres"], ["--precond", "ssor"], ["--restart", "0"],
                     ["--precond", "bjacobi", "--block-size", "7"]):
             with self.subTest(bad=bad):
