@@ -8,11 +8,14 @@
   against the STREAM triad and read-only yardsticks measured in the same runs;
 - attention.png: block-sparse attention's speedup over dense attention against mask
   density, from `--section attn` and from bench/attention_models.py (speedup = the dense
-  baseline's median_s / trnsparse's, for the same mask, pass and shapes).
+  baseline's median_s / trnsparse's, for the same mask, pass and shapes);
+- solvers.png: iterations and time to solution (setup + solve) against problem size for
+  each solver and preconditioner of `--section krylov`, ours and PETSc's, one pair of
+  panels per problem family (poisson3d, elasticity3d, convdiff3d).
 
     build/bin/trnsparse bench --section bsr --json > bsr.jsonl
     /usr/bin/python3 bench/plot.py bsr.jsonl [more.jsonl ...] --out-dir plots \
-        [--which crossover,roofline,attention]
+        [--which crossover,roofline,attention,solvers]
 
 Reads every line of every input; lines that are not JSON objects (progress text) are
 skipped and counted on stderr. Writes the plots that have rows and prints their paths;
@@ -312,7 +315,35 @@ def attention(rows: list[dict]) -> Figure | None:
     return fig
 
 
-PLOTS = {"crossover": crossover, "roofline": roofline, "attention": attention}
+# --- solvers -----------------------------------------------------------------------------
+
+def solvers(rows: list[dict]) -> Figure | None:
+    used = [r for r in usable(rows, "n", "iterations", "total_seconds", section="krylov")
+            if r.get("converged") in (True, "true")]
+    families = sorted({str(r["problem"]).split(":")[0] for r in used})
+    if not families:
+        return None
+    fig, axes = new_figure(2 * len(families), "Time to solution (relative residual 1e-8) against problem size", used,
+                           width=5.5)
+    for f, family in enumerate(families):
+        mine = [r for r in used if str(r["problem"]).split(":")[0] == family]
+        configs = sorted({(r["solver"], r["method"], r["precond"]) for r in mine})
+        its_ax, time_ax = axes[2 * f], axes[2 * f + 1]
+        for solver, method, precond in configs:
+            pts = [r for r in mine if (r["solver"], r["method"], r["precond"]) == (solver, method, precond)]
+            style = dict(marker="o" if solver == "trnsparse" else "s", linestyle="-" if solver == "trnsparse" else "--",
+                         label=f"{'ours' if solver == 'trnsparse' else 'PETSc'} {method}+{precond}")
+            its_ax.plot(*series(pts, "n", "iterations"), **style)
+            time_ax.plot(*series(pts, "n", "total_seconds"), **style)
+        for ax, what in ((its_ax, "iterations"), (time_ax, "setup + solve (s)")):
+            log_axes(ax)
+            ax.set_xlabel(f"{family}: rows")
+            ax.set_ylabel(what)
+        time_ax.legend(fontsize=7)
+    return fig
+
+
+PLOTS = {"crossover": crossover, "roofline": roofline, "attention": attention, "solvers": solvers}
 
 
 def parse_args(argv):
@@ -350,7 +381,8 @@ def main(argv=None) -> int:
         written.append(path)
     if not written:
         print(f"plot.py: no plot had data in {', '.join(args.inputs)} (wanted: {', '.join(args.which)}; "
-              "expected rows of trnsparse bench --section bsr/spmv/solve/attn --json or bench/attention_models.py)",
+              "expected rows of trnsparse bench --section bsr/spmv/solve/attn/krylov --json or "
+              "bench/attention_models.py)",
               file=sys.stderr)
         return 1
     return 0

@@ -1,7 +1,7 @@
 """bench/plot.py turns bench JSON lines into decodable PNGs, and fails clearly without data.
 
 The fixture data/bench_sample.jsonl holds rows of `trnsparse bench --json` at tiny sizes
-(sections bsr fp32 and bf16, spmv, solve, attn), rows of bench/attention_models.py's
+(sections bsr fp32 and bf16, spmv, solve, attn, krylov), rows of bench/attention_models.py's
 schema written by hand, a progress line and a blank line.
 """
 import subprocess
@@ -24,7 +24,7 @@ def run_plot(*args):
 def test_all_plots_from_the_sample(tmp_path):
     result = run_plot(SAMPLE, "--out-dir", tmp_path)
     assert result.returncode == 0, result.stderr
-    names = ("crossover", "roofline", "attention")
+    names = ("crossover", "roofline", "attention", "solvers")
     assert result.stdout.split() == [str(tmp_path / f"{n}.png") for n in names]
     assert "skipped 1 line" in result.stderr  # the progress line; the blank one is not counted
     for name in names:
