@@ -250,6 +250,11 @@ struct Graph {
   std::vector<std::int32_t> count, idx;
 
   [[nodiscard]] index_t nodes() const noexcept { return static_cast<index_t>(start.size()); }
+  [[nodiscard]] index_t max_degree() const noexcept {
+    std::int32_t m = 0;
+    for (const auto c : count) m = std::max(m, c);
+    return m;
+  }
   [[nodiscard]] double edges() const noexcept {
     double e = 0.0;
     for (const auto c : count) e += c;
@@ -275,6 +280,12 @@ struct PatternGraph {
 
   [[nodiscard]] index_t nodes() const noexcept { return static_cast<index_t>(ptr.size()) - 1; }
   [[nodiscard]] double edges() const noexcept { return static_cast<double>(ptr.back() - nodes()); }
+  /// At least the largest degree (the stored blocks of a row).
+  [[nodiscard]] index_t max_degree() const noexcept {
+    index_t m = 0;
+    for (index_t i = 0; i < nodes(); ++i) m = std::max(m, ptr[i + 1] - ptr[i]);
+    return m;
+  }
   template <class F>
   bool each(index_t i, F&& f) const {
     for (index_t p = ptr[i]; p < ptr[i + 1]; ++p) {
@@ -390,7 +401,9 @@ std::int32_t aggregate(const Nbrs& G, int distance, std::vector<std::int32_t>& a
   List<index_t> reached;
   if (distance == 2) {
     paths = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
-    reached.reserve(nodes);
+    // A candidate reaches at most (largest degree)² nodes over two steps.
+    const index_t deg = G.max_degree();
+    reached.reserve(deg > 0 && deg < nodes / deg ? deg * deg : nodes);
   }
   std::int32_t count = 0;
   for (index_t i = 0; i < nodes; ++i) {
