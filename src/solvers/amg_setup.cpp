@@ -1010,10 +1010,15 @@ Blocks<T, I> galerkin_upper(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
                           scratch, stamp, u_ns);
     uptr[0] = 0;  // band-relative offsets while the band's rows are filled
     for (index_t i = c0; i < c1; ++i) uptr[i - c0 + 1] += uptr[i - c0];
-    if (static_cast<index_t>(U.idx.capacity()) < u0 + uptr[c1 - c0]) {
-      const index_t cap = std::max(u0 + uptr[c1 - c0], 2 * static_cast<index_t>(U.idx.capacity()));
-      U.idx.reserve(static_cast<std::size_t>(cap));
-      U.vals.reserve(static_cast<std::size_t>(cap * gg));
+    if (static_cast<index_t>(U.idx.capacity()) < u0 + uptr[c1 - c0]) {  // grown on huge pages
+      // Room for all bands at the blocks per band so far, with a margin.
+      const index_t need = u0 + uptr[c1 - c0], cap = std::max(need, need / (band + 1) * bands * 9 / 8);
+      std::vector<I> idx = detail::huge_reserved<I>(cap, "amg: coarse operator");
+      std::vector<T> vals = detail::huge_reserved<T>(cap * gg, "amg: coarse operator");
+      idx.assign(U.idx.begin(), U.idx.end());
+      vals.assign(U.vals.begin(), U.vals.end());
+      U.idx = std::move(idx);
+      U.vals = std::move(vals);
     }
     U.idx.resize(static_cast<std::size_t>(u0 + uptr[c1 - c0]));
     U.vals.resize(static_cast<std::size_t>((u0 + uptr[c1 - c0]) * gg));
