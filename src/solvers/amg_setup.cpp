@@ -227,17 +227,51 @@ std::vector<T> diagonal(const Mat<T>& A) {
   return d;
 }
 
+/// a_ii of block row I's diagonal block (0 where no stored block covers it).
+template <SolverValue T>
+T diagonal_entry(const Mat<T>& A, index_t i) {
+  const index_t g = A.g(), I = i / g, r = i % g;
+  const auto ptr = A.ptr();
+  const auto idx = A.idx();
+  const auto first = idx.begin() + ptr[I], last = idx.begin() + ptr[I + 1];
+  const auto it = std::lower_bound(first, last, I);
+  if (it == last || *it != I) return T(0);
+  return A.vals()[((it - idx.begin()) * g + r) * g + r];
+}
+
+/// Finite values and a positive diagonal, checked by chunks on the library's threads
+/// without storing the diagonal; the error names the first offender (the first of the
+/// chunks' first ones: the same for any thread count).
 template <SolverValue T>
 void check_fine(const Mat<T>& A, const char* who) {
   const auto v = A.vals();
-  for (std::size_t p = 0; p < v.size(); ++p)
-    if (!std::isfinite(v[p]))
-      throw InvalidArgument(concat(who, ": A has a non-finite value ", v[p], " (stored value ", p, ")"));
-  const std::vector<T> d = diagonal(A);
-  for (index_t i = 0; i < A.rows(); ++i)
-    if (!(d[i] > T(0)))
-      throw InvalidArgument(concat(who, ": A(", i, ", ", i, ") = ", d[i],
-                                   ", expected a positive diagonal (A symmetric positive definite)"));
+  const auto nv = static_cast<index_t>(v.size());
+  const index_t chunk = index_t{1} << 16;
+  std::vector<index_t> bad(static_cast<std::size_t>(detail::ceil_div(nv, chunk)), nv);
+  for_chunks(nv, chunk, detail::work_ns(detail::Work::stream, static_cast<double>(nv)), [&](index_t p0, index_t p1) {
+    for (index_t p = p0; p < p1; ++p)
+      if (!std::isfinite(v[p])) {
+        bad[p0 / chunk] = p;
+        return;
+      }
+  });
+  const index_t p = bad.empty() ? nv : *std::min_element(bad.begin(), bad.end());
+  if (p < nv)
+    throw InvalidArgument(concat(who, ": A has a non-finite value ", v[p], " (stored value ", static_cast<std::size_t>(p), ")"));
+  const index_t n = A.rows(), g = A.g(), br = n / g;
+  std::vector<index_t> row(static_cast<std::size_t>(detail::ceil_div(br, kChunkRows)), n);
+  for_chunks(br, kChunkRows, detail::work_ns(detail::Work::stream, static_cast<double>(A.nnz()) / static_cast<double>(g)),
+             [&](index_t i0, index_t i1) {
+               for (index_t i = i0 * g; i < i1 * g; ++i)
+                 if (!(diagonal_entry(A, i) > T(0))) {
+                   row[i0 / kChunkRows] = i;
+                   return;
+                 }
+             });
+  const index_t i = row.empty() ? n : *std::min_element(row.begin(), row.end());
+  if (i < n)
+    throw InvalidArgument(concat(who, ": A(", i, ", ", i, ") = ", diagonal_entry(A, i),
+                                 ", expected a positive diagonal (A symmetric positive definite)"));
 }
 
 // ---- strength of connection and aggregation --------------------------------------------
