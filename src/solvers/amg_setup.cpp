@@ -973,8 +973,15 @@ Blocks<T, I> galerkin_upper(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
   const auto rptr = R.ptr();
   const auto ridx = R.idx();
   const auto rv = R.vals();
-  double madds = 0.0;
-  for (index_t p = 0; p < aptr[nf]; ++p) madds += static_cast<double>(pptr[aidx[p] + 1] - pptr[aidx[p]]);
+  // The block products of A·P, counted by chunks of rows (an exact integer sum).
+  std::vector<index_t> counts(static_cast<std::size_t>(detail::ceil_div(nf, kChunkRows)), 0);
+  for_chunks(nf, kChunkRows, detail::work_ns(detail::Work::stream, 2.0 * static_cast<double>(aptr[nf])),
+             [&](index_t i0, index_t i1) {
+               index_t c = 0;
+               for (index_t p = aptr[i0]; p < aptr[i1]; ++p) c += pptr[aidx[p] + 1] - pptr[aidx[p]];
+               counts[i0 / kChunkRows] = c;
+             });
+  const auto madds = static_cast<double>(std::accumulate(counts.begin(), counts.end(), index_t{0}));
   // A·P has about a third of the block products as blocks (rows of P overlap); a band's
   // buffers hold about 32 MiB of it.
   constexpr double kBandBytes = 32.0 * (1 << 20);
@@ -1031,8 +1038,8 @@ Blocks<T, I> galerkin_upper(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
     product_pass<G, T, I>(true, nr, g, fine_row, aptr.data(), a_col, av.data(), pptr.data(), pidx.data(), pv.data(),
                           all, false, ap_ptr.data(), ap_idx.data(), ap_v.data(), cols, scratch, stamp, ap_ns);
     // The band's rows of U = R (A·P), upper triangle, rows sorted.
-    double u_madds = 0.0;
-    for (index_t p = r0; p < r1; ++p) u_madds += static_cast<double>(ap_ptr[rcol[p - r0] + 1] - ap_ptr[rcol[p - r0]]);
+    // R's blocks times A·P's mean row length: the pass's work, for its thread count only.
+    const double u_madds = nr > 0 ? static_cast<double>(r1 - r0) * static_cast<double>(ap_ptr[nr]) / static_cast<double>(nr) : 0.0;
     const double u_ns = detail::work_ns(detail::Work::stream, 2.0 * u_madds * static_cast<double>(gg * g));
     const auto coarse_row = [&](index_t i) { return c0 + i; };
     const auto r_col = [&](index_t p) { return static_cast<index_t>(rcol[p - r0]); };
