@@ -227,17 +227,51 @@ std::vector<T> diagonal(const Mat<T>& A) {
   return d;
 }
 
+/// a_ii of block row I's diagonal block (0 where no stored block covers it).
+template <SolverValue T>
+T diagonal_entry(const Mat<T>& A, index_t i) {
+  const index_t g = A.g(), I = i / g, r = i % g;
+  const auto ptr = A.ptr();
+  const auto idx = A.idx();
+  const auto first = idx.begin() + ptr[I], last = idx.begin() + ptr[I + 1];
+  const auto it = std::lower_bound(first, last, I);
+  if (it == last || *it != I) return T(0);
+  return A.vals()[((it - idx.begin()) * g + r) * g + r];
+}
+
+/// Finite values and a positive diagonal, checked by chunks on the library's threads
+/// without storing the diagonal; the error names the first offender (the first of the
+/// chunks' first ones: the same for any thread count).
 template <SolverValue T>
 void check_fine(const Mat<T>& A, const char* who) {
   const auto v = A.vals();
-  for (std::size_t p = 0; p < v.size(); ++p)
-    if (!std::isfinite(v[p]))
-      throw InvalidArgument(concat(who, ": A has a non-finite value ", v[p], " (stored value ", p, ")"));
-  const std::vector<T> d = diagonal(A);
-  for (index_t i = 0; i < A.rows(); ++i)
-    if (!(d[i] > T(0)))
-      throw InvalidArgument(concat(who, ": A(", i, ", ", i, ") = ", d[i],
-                                   ", expected a positive diagonal (A symmetric positive definite)"));
+  const auto nv = static_cast<index_t>(v.size());
+  const index_t chunk = index_t{1} << 16;
+  std::vector<index_t> bad(static_cast<std::size_t>(detail::ceil_div(nv, chunk)), nv);
+  for_chunks(nv, chunk, detail::work_ns(detail::Work::stream, static_cast<double>(nv)), [&](index_t p0, index_t p1) {
+    for (index_t p = p0; p < p1; ++p)
+      if (!std::isfinite(v[p])) {
+        bad[p0 / chunk] = p;
+        return;
+      }
+  });
+  const index_t p = bad.empty() ? nv : *std::min_element(bad.begin(), bad.end());
+  if (p < nv)
+    throw InvalidArgument(concat(who, ": A has a non-finite value ", v[p], " (stored value ", static_cast<std::size_t>(p), ")"));
+  const index_t n = A.rows(), g = A.g(), br = n / g;
+  std::vector<index_t> row(static_cast<std::size_t>(detail::ceil_div(br, kChunkRows)), n);
+  for_chunks(br, kChunkRows, detail::work_ns(detail::Work::stream, static_cast<double>(A.nnz()) / static_cast<double>(g)),
+             [&](index_t i0, index_t i1) {
+               for (index_t i = i0 * g; i < i1 * g; ++i)
+                 if (!(diagonal_entry(A, i) > T(0))) {
+                   row[i0 / kChunkRows] = i;
+                   return;
+                 }
+             });
+  const index_t i = row.empty() ? n : *std::min_element(row.begin(), row.end());
+  if (i < n)
+    throw InvalidArgument(concat(who, ": A(", i, ", ", i, ") = ", diagonal_entry(A, i),
+                                 ", expected a positive diagonal (A symmetric positive definite)"));
 }
 
 // ---- strength of connection and aggregation --------------------------------------------
@@ -250,6 +284,11 @@ struct Graph {
   std::vector<std::int32_t> count, idx;
 
   [[nodiscard]] index_t nodes() const noexcept { return static_cast<index_t>(start.size()); }
+  [[nodiscard]] index_t max_degree() const noexcept {
+    std::int32_t m = 0;
+    for (const auto c : count) m = std::max(m, c);
+    return m;
+  }
   [[nodiscard]] double edges() const noexcept {
     double e = 0.0;
     for (const auto c : count) e += c;
@@ -275,6 +314,12 @@ struct PatternGraph {
 
   [[nodiscard]] index_t nodes() const noexcept { return static_cast<index_t>(ptr.size()) - 1; }
   [[nodiscard]] double edges() const noexcept { return static_cast<double>(ptr.back() - nodes()); }
+  /// At least the largest degree (the stored blocks of a row).
+  [[nodiscard]] index_t max_degree() const noexcept {
+    index_t m = 0;
+    for (index_t i = 0; i < nodes(); ++i) m = std::max(m, ptr[i + 1] - ptr[i]);
+    return m;
+  }
   template <class F>
   bool each(index_t i, F&& f) const {
     for (index_t p = ptr[i]; p < ptr[i + 1]; ++p) {
@@ -390,7 +435,9 @@ std::int32_t aggregate(const Nbrs& G, int distance, std::vector<std::int32_t>& a
   List<index_t> reached;
   if (distance == 2) {
     paths = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
-    reached.reserve(nodes);
+    // A candidate reaches at most (largest degree)² nodes over two steps.
+    const index_t deg = G.max_degree();
+    reached.reserve(deg > 0 && deg < nodes / deg ? deg * deg : nodes);
   }
   std::int32_t count = 0;
   for (index_t i = 0; i < nodes; ++i) {
@@ -678,10 +725,11 @@ double lanczos_lmax(const Mat<T>& A, const std::vector<T>& d, const std::vector<
 
 /// A block-row matrix as plain arrays: `rows` x `cols` blocks of g x g (row-major each),
 /// columns in any order within a row (an intermediate product, never a CsrMatrix).
-template <SolverValue T>
+template <SolverValue T, class I = index_t>
 struct Blocks {
   index_t rows = 0, cols = 0, g = 1;
-  std::vector<index_t> ptr, idx;
+  std::vector<index_t> ptr;
+  std::vector<I> idx;
   std::vector<T> vals;
 };
 
@@ -809,110 +857,227 @@ Mat<T> smooth(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, con
   return smooth_g<0>(A, dinv, Pt, agg, node, s);
 }
 
-/// C = A B, row by row (Gustavson) with a dense accumulator over C's block columns per
-/// thread: a counting pass, then the values, each row summed in A's storage order, then
-/// B's (the same bits for any thread count). `sorted`: C's rows in column order (for a
-/// CsrMatrix / BsrMatrix), else in order of first appearance. A's and B's arrays are
-/// given as spans so that Mat and Blocks operands share one kernel. No symbolic plan and
-/// no validation: the AMG setup's products are used once per setup (or update), where
-/// the library's cached plans would not be reused.
-template <int G, class T>
-Blocks<T> product(index_t a_rows, index_t b_cols, index_t g, std::span<const index_t> aptr,
-                  std::span<const index_t> aidx, std::span<const T> av, std::span<const index_t> bptr,
-                  std::span<const index_t> bidx, std::span<const T> bv, bool sorted, bool upper) {
-  const index_t gg = g * g;
-  Blocks<T> C;
-  C.rows = a_rows;
-  C.cols = b_cols;
-  C.g = g;
-  C.ptr = detail::huge_vector<index_t>(a_rows + 1, "amg: Galerkin product");
-  double madds = 0.0;
-  for (index_t p = 0; p < aptr[a_rows]; ++p) madds += static_cast<double>(bptr[aidx[p] + 1] - bptr[aidx[p]]);
-  const double ns = detail::work_ns(detail::Work::stream, 2.0 * madds * static_cast<double>(gg * g));
+/// A thread's scratch of the Galerkin products, over C's block columns: the stamp of the
+/// row that last listed each column, the row's column list and the dense accumulator.
+/// Sized once per level and shared by every band and both products (their C has the
+/// coarse block columns); stamps only grow, so no pass resets the marks.
+template <class T, class I>
+struct ProductScratch {
+  std::vector<index_t> mark;
+  List<I> list;
+  std::vector<T> acc;
+};
+
+/// Row-wise C = A B (Gustavson) over C's rows i = 0 .. rows - 1: A's row of C's row i is
+/// a_row(i), its blocks p in aptr[a_row(i)] .. aptr[a_row(i) + 1] (block column a_col(p),
+/// values av + p g²); B's row j is bptr[j] .. bptr[j + 1] (columns bidx, values bv).
+/// Columns below skip_below(i) are left out (the upper triangle of a symmetric C). A
+/// counting pass (`values` false: C's row lengths into cptr[i + 1]) and a value pass
+/// (columns and blocks at cptr[i]: each row summed in A's storage order, then B's,
+/// listed in order of first appearance or, `sorted`, in column order): the same bits
+/// for any thread count.
+template <int G, class T, class I, class ARow, class ACol, class Skip, class BI>
+void product_pass(bool values, index_t rows, index_t g_rt, ARow a_row, const index_t* aptr, ACol a_col, const T* av,
+                  const index_t* bptr, const BI* bidx, const T* bv, Skip skip_below, bool sorted, index_t* cptr,
+                  I* cidx, T* cv, index_t b_cols, std::vector<ProductScratch<T, I>>& scratch, index_t& stamp,
+                  double ns) {
+  const index_t g = G > 0 ? G : g_rt, gg = g * g;
   const index_t chunk = 512;
-  const index_t chunks = detail::ceil_div(a_rows, chunk);
+  const index_t chunks = detail::ceil_div(rows, chunk);
   const int parts = detail::parts_for(chunks, ns);
-  struct Scratch {
-    std::vector<index_t> mark;
-    List<index_t> list;
-    std::vector<T> acc;
-  };
-  std::vector<Scratch> scratch(static_cast<std::size_t>(parts));
-  detail::UnitRanges ranges;
-  detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
-    Scratch& sc = scratch[t];
+  if (scratch.size() < static_cast<std::size_t>(parts)) scratch.resize(static_cast<std::size_t>(parts));
+  const index_t base = stamp;
+  stamp += rows;
+  detail::parallel_for(parts, chunks, [&](int t, index_t c) {
+    ProductScratch<T, I>& sc = scratch[t];
     if (sc.mark.empty()) sc.mark.assign(static_cast<std::size_t>(b_cols), -1);
-    for (index_t i = c * chunk; i < std::min(a_rows, (c + 1) * chunk); ++i) {
-      index_t n = 0;
-      for (index_t p = aptr[i]; p < aptr[i + 1]; ++p)
-        for (index_t q = bptr[aidx[p]]; q < bptr[aidx[p] + 1]; ++q)
-          if (sc.mark[bidx[q]] != i && !(upper && bidx[q] < i)) {
-            sc.mark[bidx[q]] = i;
-            ++n;
-          }
-      C.ptr[i + 1] = n;
-    }
-  });
-  for (index_t i = 0; i < a_rows; ++i) C.ptr[i + 1] += C.ptr[i];
-  C.idx = detail::huge_vector<index_t>(C.ptr[a_rows], "amg: Galerkin product");
-  C.vals = detail::huge_vector<T>(C.ptr[a_rows] * gg, "amg: Galerkin product");
-  for (auto& sc : scratch) std::fill(sc.mark.begin(), sc.mark.end(), -1);
-  detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
-    Scratch& sc = scratch[t];
-    if (sc.acc.empty()) {
+    if (values && sc.acc.empty()) {
       sc.acc.assign(static_cast<std::size_t>(b_cols * gg), T(0));
       sc.list.reserve(b_cols);
-      if (sc.mark.empty()) sc.mark.assign(static_cast<std::size_t>(b_cols), -1);
     }
-    for (index_t i = c * chunk; i < std::min(a_rows, (c + 1) * chunk); ++i) {
+    for (index_t i = c * chunk; i < std::min(rows, (c + 1) * chunk); ++i) {
+      const index_t ar = a_row(i), s = base + i, lo = skip_below(i);
+      if (!values) {
+        index_t n = 0;
+        for (index_t p = aptr[ar]; p < aptr[ar + 1]; ++p) {
+          const index_t b = a_col(p);
+          for (index_t q = bptr[b]; q < bptr[b + 1]; ++q) {
+            const index_t j = bidx[q];
+            if (j >= lo && sc.mark[j] != s) {
+              sc.mark[j] = s;
+              ++n;
+            }
+          }
+        }
+        cptr[i + 1] = n;
+        continue;
+      }
       sc.list.clear();
-      for (index_t p = aptr[i]; p < aptr[i + 1]; ++p) {
+      for (index_t p = aptr[ar]; p < aptr[ar + 1]; ++p) {
         // A's block in locals: the stores into acc could alias it for the compiler.
         T al[G > 0 ? G * G : 1];
-        const T* a = av.data() + p * gg;
+        const T* a = av + p * gg;
         if constexpr (G > 0) {
           std::copy(a, a + G * G, al);
           a = al;
         }
-        for (index_t q = bptr[aidx[p]]; q < bptr[aidx[p] + 1]; ++q) {
+        const index_t b = a_col(p);
+        for (index_t q = bptr[b]; q < bptr[b + 1]; ++q) {
           const index_t j = bidx[q];
-          if (upper && j < i) continue;
-          if (sc.mark[j] != i) {
-            sc.mark[j] = i;
-            sc.list.push_back(j);
+          if (j < lo) continue;
+          if (sc.mark[j] != s) {
+            sc.mark[j] = s;
+            sc.list.push_back(static_cast<I>(j));
           }
-          block_madd<G>(g, a, bv.data() + q * gg, sc.acc.data() + j * gg);
+          block_madd<G>(g, a, bv + q * gg, sc.acc.data() + j * gg);
         }
       }
       if (sorted) std::sort(sc.list.begin(), sc.list.end());
-      index_t o = C.ptr[i];
-      for (const index_t j : sc.list) {
-        C.idx[o] = j;
-        T* acc = sc.acc.data() + j * gg;
-        std::copy(acc, acc + gg, C.vals.data() + o * gg);
+      index_t o = cptr[i];
+      for (const I j : sc.list) {
+        cidx[o] = j;
+        T* acc = sc.acc.data() + static_cast<index_t>(j) * gg;
+        std::copy(acc, acc + gg, cv + o * gg);
         std::fill(acc, acc + gg, T(0));
         ++o;
       }
     }
   });
-  return C;
 }
 
-template <class T>
-Blocks<T> product_any(index_t a_rows, index_t b_cols, index_t g, std::span<const index_t> aptr,
-                      std::span<const index_t> aidx, std::span<const T> av, std::span<const index_t> bptr,
-                      std::span<const index_t> bidx, std::span<const T> bv, bool sorted, bool upper = false) {
-  if (g == 1) return product<1, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted, upper);
-  if (g == 3) return product<3, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted, upper);
-  return product<0, T>(a_rows, b_cols, g, aptr, aidx, av, bptr, bidx, bv, sorted, upper);
+/// v with at least n elements (contents unspecified): a buffer reused across bands, so
+/// it grows (with a margin) rather than being reallocated per band.
+template <class V>
+void ensure(V& v, index_t n, const char* what) {
+  if (static_cast<index_t>(v.size()) >= n) return;
+  if (static_cast<index_t>(v.capacity()) < n) v = detail::huge_vector<typename V::value_type>(n + n / 4, what);
+  else v.resize(static_cast<std::size_t>(n));
+}
+
+/// U = the upper block triangle of R (A P) (diagonal blocks whole), R = Pᵀ stored, rows
+/// sorted, with block column indices of type I (C's block columns and A's block rows
+/// fit in I). A·P is never stored whole: R's rows are cut into bands (by A·P's estimated
+/// size, a fixed cut of the data), and each band computes the rows of A·P its R rows
+/// read, into buffers every band reuses, then its rows of U. A row of A·P is the same
+/// bits in any band (the same row-wise product), and U's rows are what one product over
+/// a stored A·P gives.
+template <int G, SolverValue T, class I>
+Blocks<T, I> galerkin_upper(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
+  const index_t g = G > 0 ? G : A.g(), gg = g * g, nf = A.rows() / g, nc = R.rows() / g, cols = P.cols() / g;
+  const auto aptr = A.ptr();
+  const auto aidx = A.idx();
+  const auto av = A.vals();
+  const auto pptr = P.ptr();
+  const auto pidx = P.idx();
+  const auto pv = P.vals();
+  const auto rptr = R.ptr();
+  const auto ridx = R.idx();
+  const auto rv = R.vals();
+  // The block products of A·P, counted by chunks of rows (an exact integer sum).
+  std::vector<index_t> counts(static_cast<std::size_t>(detail::ceil_div(nf, kChunkRows)), 0);
+  for_chunks(nf, kChunkRows, detail::work_ns(detail::Work::stream, 2.0 * static_cast<double>(aptr[nf])),
+             [&](index_t i0, index_t i1) {
+               index_t c = 0;
+               for (index_t p = aptr[i0]; p < aptr[i1]; ++p) c += pptr[aidx[p] + 1] - pptr[aidx[p]];
+               counts[i0 / kChunkRows] = c;
+             });
+  const auto madds = static_cast<double>(std::accumulate(counts.begin(), counts.end(), index_t{0}));
+  // A·P has about a third of the block products as blocks (rows of P overlap); a band's
+  // buffers hold about 32 MiB of it.
+  constexpr double kBandBytes = 32.0 * (1 << 20);
+  const double ap_bytes = madds / 3.0 * static_cast<double>(gg * sizeof(T) + sizeof(I));
+  const index_t bands = std::clamp<index_t>(static_cast<index_t>(std::ceil(ap_bytes / kBandBytes)), 1, std::max<index_t>(nc, 1));
+  const double ap_ns = detail::work_ns(detail::Work::stream, 2.0 * madds * static_cast<double>(gg * g)) /
+                       static_cast<double>(bands);
+
+  std::vector<ProductScratch<T, I>> scratch;
+  index_t stamp = 0;
+  std::vector<I> loc = detail::huge_vector<I>(nf, "amg: Galerkin product");  // fine row -> band row of A·P
+  std::fill(loc.begin(), loc.end(), I(-1));
+  std::vector<I> rows, rcol;      // the band's rows of A·P (fine rows); R's columns as band rows
+  std::vector<index_t> ap_ptr;    // the band's A·P
+  std::vector<I> ap_idx;
+  std::vector<T> ap_v;
+  Blocks<T, I> U;
+  U.rows = U.cols = nc;
+  U.g = g;
+  U.ptr = detail::huge_vector<index_t>(nc + 1, "amg: coarse operator");
+  for (index_t band = 0; band < bands; ++band) {
+    const index_t c0 = nc * band / bands, c1 = nc * (band + 1) / bands;
+    const index_t r0 = rptr[c0], r1 = rptr[c1];
+    // The fine rows the band's R rows read, in row order (A and P are then read in
+    // order, as by a product over all rows): marked, then numbered by a scan.
+    index_t lo = nf, hi = -1;
+    for (index_t p = r0; p < r1; ++p) {
+      const index_t f = ridx[p];
+      loc[f] = I(-2);
+      lo = std::min(lo, f);
+      hi = std::max(hi, f);
+    }
+    ensure(rows, std::min(nf, r1 - r0), "amg: Galerkin product");
+    index_t nr = 0;
+    for (index_t f = lo; f <= hi; ++f)
+      if (loc[f] == I(-2)) {
+        rows[nr] = static_cast<I>(f);
+        loc[f] = static_cast<I>(nr++);
+      }
+    ensure(rcol, r1 - r0, "amg: Galerkin product");
+    for (index_t p = r0; p < r1; ++p) rcol[p - r0] = loc[ridx[p]];
+    // A·P's rows for them.
+    ensure(ap_ptr, nr + 1, "amg: Galerkin product");
+    ap_ptr[0] = 0;
+    const auto fine_row = [&](index_t i) { return static_cast<index_t>(rows[i]); };
+    const auto a_col = [&](index_t p) { return aidx[p]; };
+    const auto all = [](index_t) { return index_t{0}; };
+    product_pass<G, T, I>(false, nr, g, fine_row, aptr.data(), a_col, av.data(), pptr.data(), pidx.data(), pv.data(),
+                          all, false, ap_ptr.data(), static_cast<I*>(nullptr), static_cast<T*>(nullptr), cols, scratch,
+                          stamp, ap_ns);
+    for (index_t i = 0; i < nr; ++i) ap_ptr[i + 1] += ap_ptr[i];
+    ensure(ap_idx, ap_ptr[nr], "amg: Galerkin product");
+    ensure(ap_v, ap_ptr[nr] * gg, "amg: Galerkin product");
+    product_pass<G, T, I>(true, nr, g, fine_row, aptr.data(), a_col, av.data(), pptr.data(), pidx.data(), pv.data(),
+                          all, false, ap_ptr.data(), ap_idx.data(), ap_v.data(), cols, scratch, stamp, ap_ns);
+    // The band's rows of U = R (A·P), upper triangle, rows sorted.
+    // R's blocks times A·P's mean row length: the pass's work, for its thread count only.
+    const double u_madds = nr > 0 ? static_cast<double>(r1 - r0) * static_cast<double>(ap_ptr[nr]) / static_cast<double>(nr) : 0.0;
+    const double u_ns = detail::work_ns(detail::Work::stream, 2.0 * u_madds * static_cast<double>(gg * g));
+    const auto coarse_row = [&](index_t i) { return c0 + i; };
+    const auto r_col = [&](index_t p) { return static_cast<index_t>(rcol[p - r0]); };
+    const auto upper = [&](index_t i) { return c0 + i; };
+    index_t* uptr = U.ptr.data() + c0;
+    const index_t u0 = uptr[0];
+    product_pass<G, T, I>(false, c1 - c0, g, coarse_row, rptr.data(), r_col, rv.data(), ap_ptr.data(), ap_idx.data(),
+                          ap_v.data(), upper, true, uptr, static_cast<I*>(nullptr), static_cast<T*>(nullptr), cols,
+                          scratch, stamp, u_ns);
+    uptr[0] = 0;  // band-relative offsets while the band's rows are filled
+    for (index_t i = c0; i < c1; ++i) uptr[i - c0 + 1] += uptr[i - c0];
+    if (static_cast<index_t>(U.idx.capacity()) < u0 + uptr[c1 - c0]) {  // grown on huge pages
+      // Room for all bands at the blocks per band so far, with a margin.
+      const index_t need = u0 + uptr[c1 - c0], cap = std::max(need, need / (band + 1) * bands * 9 / 8);
+      std::vector<I> idx = detail::huge_reserved<I>(cap, "amg: coarse operator");
+      std::vector<T> vals = detail::huge_reserved<T>(cap * gg, "amg: coarse operator");
+      idx.assign(U.idx.begin(), U.idx.end());
+      vals.assign(U.vals.begin(), U.vals.end());
+      U.idx = std::move(idx);
+      U.vals = std::move(vals);
+    }
+    U.idx.resize(static_cast<std::size_t>(u0 + uptr[c1 - c0]));
+    U.vals.resize(static_cast<std::size_t>((u0 + uptr[c1 - c0]) * gg));
+    product_pass<G, T, I>(true, c1 - c0, g, coarse_row, rptr.data(), r_col, rv.data(), ap_ptr.data(), ap_idx.data(),
+                          ap_v.data(), upper, true, uptr, U.idx.data() + u0, U.vals.data() + u0 * gg, cols, scratch,
+                          stamp, u_ns);
+    for (index_t i = c0; i <= c1; ++i) uptr[i - c0] += u0;
+    for (index_t i = 0; i < nr; ++i) loc[rows[i]] = I(-1);
+  }
+  return U;
 }
 
 /// The symmetric matrix whose upper block triangle (diagonal blocks whole) U holds, rows
 /// sorted: row I is the transposed blocks U(r, I), r < I, in row order, then U's row I.
 /// Ranges of U's rows scatter their lower blocks as transpose_of does (every row's
 /// lower part in row order whatever the cut).
-template <SolverValue T>
-Blocks<T> symmetric_from_upper(const Blocks<T>& U) {
+template <SolverValue T, class I>
+Blocks<T> symmetric_from_upper(const Blocks<T, I>& U) {
   const index_t n = U.rows, g = U.g, gg = g * g;
   const int parts = detail::parts_for(n, detail::work_ns(detail::Work::stream, 4.0 * static_cast<double>(U.vals.size())));
   const auto first = [&](int t) { return n * t / parts; };
@@ -971,17 +1136,20 @@ Mat<T> to_mat(Blocks<T>&& C) {
                                   std::move(C.vals)));
 }
 
-/// A_c = R (A P) with R = Pᵀ stored (see `product`), A symmetric.
+/// A_c = R (A P) with R = Pᵀ stored (see `galerkin_upper`), A symmetric: only its upper
+/// block triangle is summed (half the block products), then mirrored, which also makes
+/// A_c exactly symmetric. Intermediate column indices are 32-bit where the block counts
+/// allow.
 template <SolverValue T>
 Mat<T> galerkin_of(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
   const index_t g = A.g();
-  Blocks<T> AP = product_any<T>(A.rows() / g, P.cols() / g, g, A.ptr(), A.idx(), A.vals(), P.ptr(), P.idx(),
-                                P.vals(), false);
-  // A_c is symmetric: only its upper block triangle is summed (half the block products),
-  // then mirrored, which also makes A_c exactly symmetric.
-  const Blocks<T> U = product_any<T>(R.rows() / g, P.cols() / g, g, R.ptr(), R.idx(), R.vals(), AP.ptr, AP.idx,
-                                     std::span<const T>(AP.vals), true, true);
-  return to_mat(symmetric_from_upper(U));
+  const auto run = [&]<class I>(I) {
+    if (g == 1) return to_mat(symmetric_from_upper(galerkin_upper<1, T, I>(P, R, A)));
+    if (g == 3) return to_mat(symmetric_from_upper(galerkin_upper<3, T, I>(P, R, A)));
+    return to_mat(symmetric_from_upper(galerkin_upper<0, T, I>(P, R, A)));
+  };
+  if (std::max(A.rows() / g, P.cols() / g) < (index_t{1} << 31)) return run(std::int32_t{});
+  return run(index_t{});
 }
 
 /// Pᵀ by a counting sort of P's blocks by column (each block transposed): P's rows are
