@@ -122,9 +122,9 @@ def log_axes(ax) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def new_figure(panels: int, title: str, rows: list[dict], width: float = 6.0) -> tuple[Figure, list]:
-    """A figure of `panels` side-by-side axes (at most 3 a row), its title, and the machine footnote."""
-    cols = min(panels, 3)
+def new_figure(panels: int, title: str, rows: list[dict], width: float = 6.0, per_row: int = 3) -> tuple[Figure, list]:
+    """A figure of `panels` side-by-side axes (at most `per_row` a row), its title, and the machine footnote."""
+    cols = min(panels, per_row)
     grid_rows = -(-panels // cols)
     fig = Figure(figsize=(width * cols, 4.8 * grid_rows + 0.6), layout="constrained")
     axes = fig.subplots(grid_rows, cols, squeeze=False).ravel()
@@ -324,7 +324,7 @@ def solvers(rows: list[dict]) -> Figure | None:
     if not families:
         return None
     fig, axes = new_figure(2 * len(families), "Time to solution (relative residual 1e-8) against problem size", used,
-                           width=5.5)
+                           width=6.0, per_row=2)
     for f, family in enumerate(families):
         mine = [r for r in used if str(r["problem"]).split(":")[0] == family]
         configs = sorted({(r["solver"], r["method"], r["precond"]) for r in mine})
@@ -339,7 +339,7 @@ def solvers(rows: list[dict]) -> Figure | None:
             log_axes(ax)
             ax.set_xlabel(f"{family}: rows")
             ax.set_ylabel(what)
-        time_ax.legend(fontsize=7)
+            ax.legend(fontsize=7)
     return fig
 
 
