@@ -228,6 +228,31 @@ BlockSolveResult<T> block_cg(const LinearOperator<T>& A, DenseView<const T> B, c
   return res;
 }
 
+}  // namespace
+
+template <SolverValue T>
+double solvers::product_dot(const LinearOperator<T>& A, const T* p, T* q) {
+  const index_t n = A.size();
+  T alpha = T(0), beta = T(0);
+  char live = 1;
+  const kernels::CgBlock<T> c{.k = 1,
+                              .x = nullptr,
+                              .r = nullptr,
+                              .p = const_cast<T*>(p),  // apply_dot and the dot pass only read p
+                              .q = q,
+                              .minv = nullptr,
+                              .live = &live,
+                              .alpha = &alpha,
+                              .beta = &beta};
+  ChunkedSums pq(n, 1, layout_for(1));
+  std::vector<double> pAp(1);
+  std::vector<T> columns;
+  apply_dot(A, c, q, n, pq, pAp, columns);
+  return pAp[0];
+}
+
+namespace {
+
 /// Checks that a general preconditioner comes alone.
 template <SolverValue T>
 void check_single_preconditioner(const LinearOperator<T>& A, const CgOptions<T>& options) {
@@ -274,6 +299,7 @@ SolveResult<T> cg(const LinearOperator<T>& A, std::span<const std::type_identity
 }
 
 #define TRNSPARSE_INSTANTIATE(T)                                                                                  \
+  template double solvers::product_dot<T>(const LinearOperator<T>&, const T*, T*);                              \
   template SolveResult<T> cg<T>(const LinearOperator<T>&, std::span<const T>, const CgOptions<T>&);             \
   template BlockSolveResult<T> cg<T>(const LinearOperator<T>&, DenseView<const T>, const CgOptions<T>&);
 TRNSPARSE_INSTANTIATE(float)

@@ -152,11 +152,7 @@ SolveResult<T> preconditioned_cg(const LinearOperator<T>& A, std::span<const T> 
       res.status = SolveStatus::breakdown;
       break;
     }
-    ws.product(p.data(), q.data());
-    ws.pass(2.0, [&](index_t i, index_t l, double* lanes) {
-      lanes[l] += static_cast<double>(p[i]) * static_cast<double>(q[i]);
-    });
-    const double pq = ws.sum(0), alpha = rz / pq;
+    const double pq = product_dot(A, p.data(), q.data()), alpha = rz / pq;
     if (!(pq > 0.0 && std::isfinite(alpha))) {  // A not SPD, or a non-finite A p
       res.status = SolveStatus::breakdown;
       break;
