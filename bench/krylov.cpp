@@ -39,8 +39,13 @@ struct Config {
 };
 
 /// Our configurations for a symmetric positive definite problem and for a nonsymmetric one.
-const std::vector<Config> kOursSpd{{"cg", "jacobi"}, {"cg", "bjacobi"}, {"cg", "ic0"}, {"cg", "amg"}};
-const std::vector<Config> kOursNonsymmetric{{"gmres", "ilu0"}, {"bicgstab", "ilu0"}, {"gmres", "bjacobi"}};
+/// "bjacobi-ic0" / "bjacobi-ilu0": the factorisation in one independent block per thread,
+/// as PETSc's block Jacobi has one per process.
+const std::vector<Config> kOursSpd{{"cg", "jacobi"}, {"cg", "bjacobi"}, {"cg", "ic0"}, {"cg", "bjacobi-ic0"},
+                                   {"cg", "amg"}};
+const std::vector<Config> kOursNonsymmetric{{"gmres", "ilu0"},          {"gmres", "bjacobi-ilu0"},
+                                            {"bicgstab", "ilu0"},       {"bicgstab", "bjacobi-ilu0"},
+                                            {"gmres", "bjacobi"}};
 /// PETSc's (its --ksp and --pc names).
 const std::vector<Config> kPetscSpd{{"cg", "gamg"}, {"cg", "hypre"}, {"cg", "bjacobi-icc"}};
 const std::vector<Config> kPetscNonsymmetric{{"gmres", "bjacobi-ilu"}, {"bcgs", "bjacobi-ilu"}};
@@ -67,6 +72,8 @@ Outcome run_ours(const Config& c, const CsrMatrix<double>& A, index_t node_block
   else if (p == "bjacobi") M = std::make_unique<BlockJacobi<double>>(A, node_block);
   else if (p == "ic0") M = std::make_unique<IncompleteFactorization<double>>(ic0(A));
   else if (p == "ilu0") M = std::make_unique<IncompleteFactorization<double>>(ilu0(A));
+  else if (p == "bjacobi-ic0") M = std::make_unique<IncompleteFactorization<double>>(ic0(A, num_threads()));
+  else if (p == "bjacobi-ilu0") M = std::make_unique<IncompleteFactorization<double>>(ilu0(A, num_threads()));
   else if (p == "amg") {
     AmgOptions<double> options{.block_size = node_block};
     if (modes.rows() > 0) options.near_nullspace = modes.view();

@@ -51,9 +51,11 @@ enum class Diagonal { non_unit, unit };
 
 /// Solves T x = b for the triangle `uplo` of a square matrix A (entries on the other side
 /// of the diagonal are ignored; for BSR, element by element, so a diagonal block
-/// contributes its own triangle). The schedule (rows grouped into levels whose rows
-/// depend only on earlier levels) is built once; `solve` runs a level's rows on all
-/// threads. Views A: A must outlive it and keep its structure (values may change).
+/// contributes its own triangle). The schedule is built once: ranges of rows that depend
+/// on no row outside themselves (a block-diagonal T) are swept side by side on the
+/// threads; otherwise rows are grouped into levels whose rows depend only on earlier
+/// levels, and wide levels run on all threads. Views A: A must outlive it and keep its
+/// structure (values may change).
 template <SolverValue T>
 class TriangularSolver {
 public:
@@ -113,16 +115,22 @@ private:
 /// Incomplete factorisations with zero fill: the factors keep A's pattern (for BSR,
 /// every entry of its stored blocks). ILU(0): A ≈ L U, L unit lower; IC(0): A ≈ L Lᵀ for
 /// symmetric positive definite A (given in full; only the lower triangle is read).
-/// Factorisation in fp64 arithmetic row by row; `apply` is two level-scheduled triangular
-/// solves.
+/// Factorisation in fp64 arithmetic row by row; `apply` is two triangular solves.
+///
+/// `blocks` > 1 cuts the rows into that many contiguous ranges of about equal size (whole
+/// block rows for BSR) and drops the entries that couple two ranges: block Jacobi with
+/// IC(0)/ILU(0) in each block (PETSc's PCBJACOBI with one block per process), whose
+/// blocks factor and solve side by side on the threads. A weaker preconditioner than
+/// blocks = 1 (a few more iterations) whose solves run on all cores; the cut depends only
+/// on `blocks`, so the result is the same bits for any thread count.
 template <SolverValue T>
 class IncompleteFactorization final : public Preconditioner<T> {
 public:
   enum class Kind { ilu0, ic0 };
-  /// @throw InvalidArgument unless A is square, has every diagonal entry, and is finite;
-  /// naming the row of a zero (ILU) or non-positive (IC) pivot.
-  IncompleteFactorization(const CsrMatrix<T>& A, Kind kind);
-  IncompleteFactorization(const BsrMatrix<T>& A, Kind kind);
+  /// @throw InvalidArgument unless A is square, has every diagonal entry, is finite and
+  /// blocks >= 1; naming the row of a zero (ILU) or non-positive (IC) pivot.
+  IncompleteFactorization(const CsrMatrix<T>& A, Kind kind, index_t blocks = 1);
+  IncompleteFactorization(const BsrMatrix<T>& A, Kind kind, index_t blocks = 1);
   IncompleteFactorization(IncompleteFactorization&&) noexcept;
   ~IncompleteFactorization() override;
 
@@ -140,17 +148,17 @@ private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-template <SolverValue T> IncompleteFactorization<T> ilu0(const CsrMatrix<T>& A) {
-  return {A, IncompleteFactorization<T>::Kind::ilu0};
+template <SolverValue T> IncompleteFactorization<T> ilu0(const CsrMatrix<T>& A, index_t blocks = 1) {
+  return {A, IncompleteFactorization<T>::Kind::ilu0, blocks};
 }
-template <SolverValue T> IncompleteFactorization<T> ilu0(const BsrMatrix<T>& A) {
-  return {A, IncompleteFactorization<T>::Kind::ilu0};
+template <SolverValue T> IncompleteFactorization<T> ilu0(const BsrMatrix<T>& A, index_t blocks = 1) {
+  return {A, IncompleteFactorization<T>::Kind::ilu0, blocks};
 }
-template <SolverValue T> IncompleteFactorization<T> ic0(const CsrMatrix<T>& A) {
-  return {A, IncompleteFactorization<T>::Kind::ic0};
+template <SolverValue T> IncompleteFactorization<T> ic0(const CsrMatrix<T>& A, index_t blocks = 1) {
+  return {A, IncompleteFactorization<T>::Kind::ic0, blocks};
 }
-template <SolverValue T> IncompleteFactorization<T> ic0(const BsrMatrix<T>& A) {
-  return {A, IncompleteFactorization<T>::Kind::ic0};
+template <SolverValue T> IncompleteFactorization<T> ic0(const BsrMatrix<T>& A, index_t blocks = 1) {
+  return {A, IncompleteFactorization<T>::Kind::ic0, blocks};
 }
 
 /// Options of smoothed-aggregation AMG.

@@ -17,15 +17,16 @@ struct Precond {
 namespace {
 
 /// The preconditioner `kind` names for A. `block_size` (bjacobi, amg; 0 for the
-/// matrix's own), `near_nullspace` (amg; rows x k, A's dtype).
+/// matrix's own), `blocks` (ic0, ilu0: independent row blocks), `near_nullspace` (amg;
+/// rows x k, A's dtype).
 template <class M>
-Precond make(const std::string& kind, const M& A, index_t block_size,
+Precond make(const std::string& kind, const M& A, index_t block_size, index_t blocks,
              const std::optional<DenseArg>& nullspace) {
   using T = matrix_value_t<M>;
   py::gil_scoped_release nogil;
   constexpr bool csr = std::is_same_v<M, CsrMatrix<T>>;
-  if (kind == "ilu0") return {std::make_shared<IncompleteFactorization<T>>(ilu0(A))};
-  if (kind == "ic0") return {std::make_shared<IncompleteFactorization<T>>(ic0(A))};
+  if (kind == "ilu0") return {std::make_shared<IncompleteFactorization<T>>(ilu0(A, blocks))};
+  if (kind == "ic0") return {std::make_shared<IncompleteFactorization<T>>(ic0(A, blocks))};
   if (kind == "amg") {
     AmgOptions<T> options{.block_size = block_size};
     if (nullspace) options.near_nullspace = view_of<const T>(*nullspace);
@@ -44,12 +45,12 @@ Precond make(const std::string& kind, const M& A, index_t block_size,
 }
 
 template <class H>
-Precond make_for(const std::string& kind, const py::object& handle, index_t block_size,
+Precond make_for(const std::string& kind, const py::object& handle, index_t block_size, index_t blocks,
                  const std::optional<DenseArg>& nullspace) {
   Precond P = std::visit(
       [&](const auto& A) -> Precond {
         using T = matrix_value_t<decltype(A)>;
-        if constexpr (SolverValue<T>) return make(kind, A, block_size, nullspace);
+        if constexpr (SolverValue<T>) return make(kind, A, block_size, blocks, nullspace);
         else throw py::type_error(kind + ": dtype bfloat16 is not supported (float32 or float64)");
       },
       handle.cast<const H&>().m);
@@ -188,9 +189,9 @@ void bind_preconditioners(py::module_& m) {
             P.p);
       });
   m.def("make_preconditioner", [](const std::string& kind, const py::object& handle, index_t block_size,
-                                  const std::optional<DenseArg>& nullspace) {
-    if (py::isinstance<Csr>(handle)) return make_for<Csr>(kind, handle, block_size, nullspace);
-    return make_for<Bsr>(kind, handle, block_size, nullspace);
+                                  index_t blocks, const std::optional<DenseArg>& nullspace) {
+    if (py::isinstance<Csr>(handle)) return make_for<Csr>(kind, handle, block_size, blocks, nullspace);
+    return make_for<Bsr>(kind, handle, block_size, blocks, nullspace);
   });
   // The six rigid-body modes at nodes (nodes x 3, float64) in dtype: (3 nodes) x 6.
   m.def("rigid_body_modes", [](const DenseArg& coords, const std::string& dtype) {

@@ -41,6 +41,8 @@ struct IncompleteFactorization<T>::Impl {
   Kind kind;
   const char* who;
   index_t n = 0;
+  // Rows [bounds[k], bounds[k + 1]) form block k; entries between blocks are dropped.
+  std::vector<index_t> bounds;
   // The matrix the factors were built from, to check the structure `update` gets.
   std::shared_ptr<const BsrStructure> bsr;  // null when built from CSR
   std::uint64_t csr_structure = 0;           // structure_hash of A when built from CSR
@@ -59,7 +61,12 @@ struct IncompleteFactorization<T>::Impl {
   void build_pattern(Rows&& rows) {
     const bool keep_upper = kind == Kind::ilu0;
     index_t count = 0;
-    rows([&](index_t i, index_t j, index_t) { count += j <= i || keep_upper; }, [] {});
+    const auto same_block = [this](index_t i, index_t j) {
+      if (bounds.size() <= 2) return true;
+      const auto block = [this](index_t r) { return std::upper_bound(bounds.begin(), bounds.end(), r) - bounds.begin(); };
+      return block(i) == block(j);
+    };
+    rows([&](index_t i, index_t j, index_t) { count += (j <= i || keep_upper) && same_block(i, j); }, [] {});
     ptr = detail::huge_reserved<index_t>(n + 1, "incomplete factorisation: row pointers");
     idx = detail::huge_reserved<index_t>(count, "incomplete factorisation: pattern");
     src = detail::huge_reserved<index_t>(count, "incomplete factorisation: pattern");
@@ -67,7 +74,7 @@ struct IncompleteFactorization<T>::Impl {
     std::fill(diag.begin(), diag.end(), index_t{-1});
     ptr.push_back(0);
     rows([&](index_t i, index_t j, index_t at) {
-      if (j > i && !keep_upper) return;
+      if ((j > i && !keep_upper) || !same_block(i, j)) return;
       if (j == i) diag[static_cast<std::size_t>(i)] = static_cast<index_t>(idx.size());
       idx.push_back(j);
       src.push_back(at);
@@ -235,21 +242,35 @@ void require_square(const M& A, const char* who) {
     throw InvalidArgument(detail::concat(who, ": A is ", A.rows(), " x ", A.cols(), ", expected a square matrix"));
 }
 
+/// Row bounds of `blocks` ranges of about equal size over n rows in units of b rows.
+std::vector<index_t> block_bounds(index_t n, index_t b, index_t blocks, const char* who) {
+  if (blocks < 1) throw InvalidArgument(detail::concat(who, ": blocks = ", blocks, ", expected >= 1"));
+  const index_t units = detail::ceil_div(n, b);
+  std::vector<index_t> bounds{0};
+  for (index_t k = 1; k < blocks; ++k) bounds.push_back(std::min(n, units * k / blocks * b));
+  bounds.push_back(n);
+  return bounds;
+}
+
 }  // namespace
 
 template <SolverValue T>
-IncompleteFactorization<T>::IncompleteFactorization(const CsrMatrix<T>& A, Kind kind) : impl_(std::make_unique<Impl>()) {
+IncompleteFactorization<T>::IncompleteFactorization(const CsrMatrix<T>& A, Kind kind, index_t blocks)
+    : impl_(std::make_unique<Impl>()) {
   impl_->kind = kind;
   impl_->who = name_of<T>(kind);
   require_square(A, impl_->who);
+  impl_->bounds = block_bounds(A.rows(), 1, blocks, impl_->who);
   impl_->init_csr(A);
 }
 
 template <SolverValue T>
-IncompleteFactorization<T>::IncompleteFactorization(const BsrMatrix<T>& A, Kind kind) : impl_(std::make_unique<Impl>()) {
+IncompleteFactorization<T>::IncompleteFactorization(const BsrMatrix<T>& A, Kind kind, index_t blocks)
+    : impl_(std::make_unique<Impl>()) {
   impl_->kind = kind;
   impl_->who = name_of<T>(kind);
   require_square(A, impl_->who);
+  impl_->bounds = block_bounds(A.rows(), A.block_size(), blocks, impl_->who);
   impl_->init_bsr(A);
 }
 

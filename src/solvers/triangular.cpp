@@ -22,6 +22,23 @@
 
 namespace trnsparse {
 
+namespace {
+
+/// Rows of a level per unit of its parallel loop: enough work to amortise the unit's
+/// dealing, few enough that a level of a few thousand rows still splits.
+constexpr index_t kRowsPerUnit = 128;
+/// Levels of fewer rows than this on average are solved as one sweep in matrix order: a
+/// level-synchronised solve reads A and x out of order and waits at every level's end
+/// (for a thread another process may have taken off its core), which costs more than
+/// the second thread gains on a 7-point stencil's wavefronts of a few thousand rows
+/// (docs/solvers.md, "Triangular solves").
+constexpr double kMinRowsPerLevel = 64.0 * kRowsPerUnit;
+/// Rows of a unit of independent rows (at least): a sweep long enough to amortise
+/// claiming it, short enough that a few blocks still split over the threads.
+constexpr index_t kSegmentRows = 4096;
+
+}  // namespace
+
 template <SolverValue T>
 struct TriangularSolver<T>::Impl {
   const char* who;
@@ -38,6 +55,9 @@ struct TriangularSolver<T>::Impl {
   // its sorted stored entries: [ptr[i], edge[i]) below the diagonal for a lower solve,
   // [edge[i], ptr[i + 1]) above it for an upper one.
   std::vector<index_t> edge;
+  // Units of independent (block) rows: [segment[u], segment[u + 1]) reads no x outside
+  // itself. Empty unless T splits into at least two such units.
+  std::vector<index_t> segment;
   std::vector<index_t> level_ptr{0};
   std::vector<index_t> order;        // (block) rows by level, ascending within a level
   std::vector<double> level_cost;    // stored values a level reads
@@ -76,6 +96,35 @@ struct TriangularSolver<T>::Impl {
     order = detail::huge_vector<index_t>(nb, "sptrsv: schedule");
     std::vector<index_t> at(level_ptr.begin(), level_ptr.end() - 1);
     for (index_t i = 0; i < nb; ++i) order[static_cast<std::size_t>(at[static_cast<std::size_t>(level[i])]++)] = i;
+    find_segments();
+  }
+
+  /// Cuts the rows where T decouples: a lower solve may cut before row c when no row from
+  /// c on reads a column below c (the suffix minimum of the rows' first triangle column
+  /// is >= c); an upper solve after the rows before c read no column from c on. Pieces
+  /// between cuts are merged in row order into units of at least kSegmentRows rows: the
+  /// units depend only on the pattern, never on the thread count.
+  void find_segments() {
+    std::vector<index_t> cut(static_cast<std::size_t>(nb) + 1, 0);  // 1 where a cut may go
+    if (lower) {
+      index_t reach = nb;  // the smallest column read by rows i and after
+      for (index_t i = nb - 1; i >= 0; --i) {
+        if (ptr[i] < edge[static_cast<std::size_t>(i)]) reach = std::min(reach, idx[ptr[i]]);
+        cut[static_cast<std::size_t>(i)] = reach >= i;
+      }
+    } else {
+      index_t reach = -1;  // the largest column read by rows before i
+      for (index_t i = 0; i < nb; ++i) {
+        cut[static_cast<std::size_t>(i)] = reach < i;
+        if (edge[static_cast<std::size_t>(i)] < ptr[i + 1]) reach = std::max(reach, idx[ptr[i + 1] - 1]);
+      }
+    }
+    segment.assign(1, 0);
+    const index_t rows_per_block = b;
+    for (index_t i = 1; i < nb; ++i)
+      if (cut[static_cast<std::size_t>(i)] && (i - segment.back()) * rows_per_block >= kSegmentRows) segment.push_back(i);
+    segment.push_back(nb);
+    if (segment.size() < 3) segment.clear();
   }
 
   /// The stored entries of (block) row i's triangle, off the diagonal.
@@ -132,19 +181,6 @@ struct TriangularSolver<T>::Impl {
 
 };
 
-namespace {
-
-/// Rows of a level per unit of its parallel loop: enough work to amortise the unit's
-/// dealing, few enough that a level of a few thousand rows still splits.
-constexpr index_t kRowsPerUnit = 128;
-/// Levels of fewer rows than this on average are solved as one sweep in matrix order: a
-/// level-synchronised solve reads A and x out of order and waits at every level's end
-/// (for a thread another process may have taken off its core), which costs more than
-/// the second thread gains on a 7-point stencil's wavefronts of a few thousand rows
-/// (docs/solvers.md, "Triangular solves").
-constexpr double kMinRowsPerLevel = 64.0 * kRowsPerUnit;
-
-}  // namespace
 
 template <SolverValue T>
 TriangularSolver<T>::TriangularSolver(const CsrMatrix<T>& A, Triangle uplo, Diagonal diag)
@@ -213,6 +249,27 @@ void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
   };
   const T* rhs = b.data();
   T* out = x.data();
+  const auto sweep = [&](index_t first, index_t last, double* acc) {
+    if (s.lower) {
+      for (index_t i = first; i < last; ++i)
+        if (!s.solve_row(i, rhs, out, acc)) fail(i);
+    } else {
+      for (index_t i = last - 1; i >= first; --i)
+        if (!s.solve_row(i, rhs, out, acc)) fail(i);
+    }
+  };
+  if (!s.segment.empty()) {
+    // Independent units: each swept in matrix order by one thread.
+    const index_t units = static_cast<index_t>(s.segment.size()) - 1;
+    double cost = 0.0;
+    for (const double c : s.level_cost) cost += c;
+    const int parts = detail::parts_for(units, detail::work_ns(detail::Work::csr, cost));
+    std::vector<double> acc(static_cast<std::size_t>(parts * s.b));
+    detail::parallel_for(parts, units, [&](int slot, index_t u) {
+      sweep(s.segment[static_cast<std::size_t>(u)], s.segment[static_cast<std::size_t>(u) + 1], acc.data() + slot * s.b);
+    });
+    return report();
+  }
   const std::size_t depth = s.level_ptr.size() - 1;
   std::vector<int> parts(depth);
   for (std::size_t l = 0; l < depth; ++l)
@@ -225,13 +282,7 @@ void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
     // matrix's own order, which reads A and x front to back (level order jumps across
     // them) and never waits at a level's end for a thread another process has taken off
     // its core; the same sums per row.
-    if (s.lower) {
-      for (index_t i = 0; i < s.nb; ++i)
-        if (!s.solve_row(i, rhs, out, scratch.data())) fail(i);
-    } else {
-      for (index_t i = s.nb - 1; i >= 0; --i)
-        if (!s.solve_row(i, rhs, out, scratch.data())) fail(i);
-    }
+    sweep(0, s.nb, scratch.data());
     return report();
   }
   detail::UnitRanges ranges;

@@ -275,7 +275,11 @@ class Solve(CliTestCase):
             self.assertStatus(result, 0)
             self.assertTrue(json_lines(result.stdout)[0]["converged"])
         self.assertLess(iterations["cg", "amg"], iterations["cg", "jacobi"])
-        for bad in (["--method", "minres"], ["--precond", "ssor"], ["--restart", "0"],
+        result = run("solve", "--problem", "convdiff3d:12:2", "--method", "gmres", "--precond", "ilu0", "--blocks", "3",
+                     "--json")
+        self.assertStatus(result, 0)
+        self.assertTrue(json_lines(result.stdout)[0]["converged"])
+        for bad in (["--method", "minres"], ["--precond", "ssor"], ["--restart", "0"], ["--blocks", "0"],
                     ["--precond", "bjacobi", "--block-size", "7"]):
             with self.subTest(bad=bad):
                 result = run("solve", "--problem", "poisson3d:4", *bad)

@@ -70,6 +70,21 @@ def test_preconditioner_objects():
         M(torch.ones(5, dtype=torch.float64))
 
 
+def test_blocked_factorisations():
+    A = ts.convdiff3d(12, 1.0)
+    b = rhs(A.shape[0])
+    for blocks in (1, 3):
+        M = ts.ilu0(A, blocks=blocks)
+        x = ts.solve(A, b, method="gmres", precond=M, tol=1e-10)
+        assert relres(A, x, b) <= 1e-10 * 1.01
+    assert not torch.equal(ts.ilu0(A, blocks=3)(b), ts.ilu0(A)(b))
+    P = ts.poisson3d(10)
+    x = ts.solve(P, b[:P.shape[0]], precond=ts.ic0(P, blocks=2), tol=1e-10)
+    assert relres(P, x, b[:P.shape[0]]) <= 1e-10 * 1.01
+    with pytest.raises(ValueError, match="blocks"):
+        ts.ilu0(A, blocks=0)
+
+
 def test_block_jacobi_on_elasticity():
     A = ts.elasticity3d(3)
     B = ts.BSRMatrix.from_csr(A, 3)

@@ -1,7 +1,7 @@
 /// @file solve.cpp
 /// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
 /// [--method cg|gmres|bicgstab] [--precond none|jacobi|bjacobi|ic0|ilu0|amg] [--restart M]
-/// [--block-size B] [--poisson N] [--problem SPEC] [--json]`: a Krylov solve (float64,
+/// [--blocks K] [--block-size B] [--poisson N] [--problem SPEC] [--json]`: a Krylov solve (float64,
 /// CSR) on a Matrix Market matrix or, without a file, on the embedded 3D Poisson problem
 /// poisson3d(N) or the problem --problem names (named_problem: elasticity3d:N,
 /// convdiff3d:N:PECLET, ...). The preconditioner's setup is timed apart from the solve.
@@ -39,6 +39,7 @@ struct SolveCliOptions {
   std::string precond = "jacobi";
   index_t restart = 30;
   index_t block_size = 0;  ///< bjacobi's blocks; 0: 3 for elasticity3d, else 1
+  index_t blocks = 1;      ///< ic0, ilu0: independent row blocks
   index_t poisson = 64;
   std::string problem;  ///< NAME:N, overriding --poisson
   bool json = false;
@@ -92,8 +93,8 @@ std::unique_ptr<Preconditioner<double>> make_preconditioner(const SolveCliOption
     }
     return std::make_unique<Amg<double>>(A, options);
   }
-  if (o.precond == "ic0") return std::make_unique<IncompleteFactorization<double>>(ic0(A));
-  if (o.precond == "ilu0") return std::make_unique<IncompleteFactorization<double>>(ilu0(A));
+  if (o.precond == "ic0") return std::make_unique<IncompleteFactorization<double>>(ic0(A, o.blocks));
+  if (o.precond == "ilu0") return std::make_unique<IncompleteFactorization<double>>(ilu0(A, o.blocks));
   const bool blocks = o.precond == "bjacobi" || (o.precond == "jacobi" && o.method != "cg");
   if (!blocks) return nullptr;
   index_t b = o.precond == "jacobi" ? 1 : o.block_size;
@@ -198,6 +199,11 @@ Subcommand add_solve(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--restart", o->restart, "GMRES's basis size")
       ->check(CLI::Range(index_t{1}, index_t{1000}))
+      ->capture_default_str();
+  command->add_option("--blocks", o->blocks,
+                      "ic0, ilu0: factor this many independent row blocks (block Jacobi), solved side by side on "
+                      "the threads")
+      ->check(CLI::Range(index_t{1}, index_t{1} << 20))
       ->capture_default_str();
   command->add_option("--block-size", o->block_size,
                       "bjacobi's block size, and amg's unknowns per node (default: 3 for elasticity3d, else 1); "
