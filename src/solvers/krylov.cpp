@@ -122,7 +122,6 @@ SolveResult<T> preconditioned_cg(const LinearOperator<T>& A, std::span<const T> 
   const char* who = "cg";
   check_arguments(A, b, x0, opt.tol, opt.max_iter, opt.M, who);
   Workspace<T> ws(A, opt.M, 2);
-  const index_t n = ws.n();
   SolveResult<T> res{ws.vector("cg: x"), 0, 0.0, SolveStatus::max_iterations};
   T* x = res.x.data();
   std::vector<T> r = ws.vector("cg: residual"), z = ws.vector("cg: preconditioned residual"),
