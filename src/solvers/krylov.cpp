@@ -114,6 +114,24 @@ void dot_lanes(index_t r0, index_t r1, const T* a, const T* b, double* lanes) {
 /// The relative residual ||r|| / ||b|| from squared norms (||r|| when b = 0).
 double relative(double rr, double bb) { return bb > 0.0 ? std::sqrt(rr / bb) : std::sqrt(rr); }
 
+/// Starts a solve from r = b - A x (x = res.x, read only when `has_x0`; `scratch` holds
+/// A x): ||b||² in `bb`, and true when the solve ends here: b = 0 gives x = 0 exactly,
+/// and a start within tol is converged. ws.sum(0) keeps ||r||².
+template <SolverValue T>
+bool start(Workspace<T>& ws, std::span<const T> b, bool has_x0, SolveResult<T>& res, double tol, T* r, T* scratch,
+           double& bb) {
+  ws.residual(b, has_x0 ? res.x.data() : nullptr, r, scratch);
+  bb = ws.sum(1);
+  if (bb == 0.0) {
+    std::fill(res.x.begin(), res.x.end(), T(0));
+    res.status = SolveStatus::converged;
+    return true;
+  }
+  res.rel_residual = relative(ws.sum(0), bb);
+  if (res.rel_residual <= tol) res.status = SolveStatus::converged;
+  return res.status == SolveStatus::converged;
+}
+
 }  // namespace
 
 template <SolverValue T>
@@ -128,18 +146,8 @@ SolveResult<T> preconditioned_cg(const LinearOperator<T>& A, std::span<const T> 
                  p = ws.vector("cg: direction"), q = ws.vector("cg: product");
   const bool has_x0 = A.any(!x0.empty());
   std::copy(x0.begin(), x0.end(), x);
-  ws.residual(b, has_x0 ? x : nullptr, r.data(), q.data());
-  const double bb = ws.sum(1);
-  if (bb == 0.0) {  // b = 0: x = 0 exactly
-    std::fill(res.x.begin(), res.x.end(), T(0));
-    res.status = SolveStatus::converged;
-    return res;
-  }
-  res.rel_residual = relative(ws.sum(0), bb);
-  if (res.rel_residual <= opt.tol) {
-    res.status = SolveStatus::converged;
-    return res;
-  }
+  double bb = 0.0;
+  if (start(ws, b, has_x0, res, opt.tol, r.data(), q.data(), bb)) return res;
   ws.precondition(r.data(), z.data());
   ws.pass(3.0, [&](index_t i, index_t l, double* lanes) {
     p[i] = z[i];
@@ -242,19 +250,9 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
   std::vector<double> H(static_cast<std::size_t>((m + 1) * m)), cs(static_cast<std::size_t>(m)),
       sn(static_cast<std::size_t>(m)), g(static_cast<std::size_t>(m + 1)), h(static_cast<std::size_t>(m + 1)),
       y(static_cast<std::size_t>(m));
-  ws.residual(b, has_x0 ? x : nullptr, basis(0), z.data());
-  const double bb = ws.sum(1);
-  if (bb == 0.0) {
-    std::fill(res.x.begin(), res.x.end(), T(0));
-    res.status = SolveStatus::converged;
-    return res;
-  }
+  double bb = 0.0;
+  if (solvers::start(ws, b, has_x0, res, opt.tol, basis(0), z.data(), bb)) return res;
   double beta = std::sqrt(ws.sum(0));
-  res.rel_residual = beta / std::sqrt(bb);
-  if (res.rel_residual <= opt.tol) {
-    res.status = SolveStatus::converged;
-    return res;
-  }
   while (res.iterations < opt.max_iter && res.status == SolveStatus::max_iterations) {
     if (!std::isfinite(beta)) {
       res.status = SolveStatus::breakdown;
@@ -385,18 +383,8 @@ SolveResult<T> bicgstab(const LinearOperator<T>& A, std::span<const std::type_id
   std::vector<T> r = ws.vector("bicgstab: residual"), rhat = ws.vector("bicgstab: shadow residual"),
                  p = ws.vector("bicgstab: direction"), v = ws.vector("bicgstab: A p"), t = ws.vector("bicgstab: A s"),
                  ph = ws.vector("bicgstab: M⁻¹ p"), sh = ws.vector("bicgstab: M⁻¹ s");
-  ws.residual(b, has_x0 ? x : nullptr, r.data(), t.data());
-  const double bb = ws.sum(1);
-  if (bb == 0.0) {
-    std::fill(res.x.begin(), res.x.end(), T(0));
-    res.status = SolveStatus::converged;
-    return res;
-  }
-  res.rel_residual = relative(ws.sum(0), bb);
-  if (res.rel_residual <= opt.tol) {
-    res.status = SolveStatus::converged;
-    return res;
-  }
+  double bb = 0.0;
+  if (solvers::start(ws, b, has_x0, res, opt.tol, r.data(), t.data(), bb)) return res;
   // (Re)starts from the residual in r: r̂ = r, p = v = 0, ρ = α = ω = 1; returns r̂ᵀr.
   double rho_prev = 1.0, alpha = 1.0, omega = 1.0;
   const auto restart = [&] {
