@@ -156,9 +156,9 @@ auto run(const H& h, F&& f) {
 }
 
 // ---- solvers and screening (float32 and float64 only) -----------------------------------
-/// Runs f(A) on a float or double BSR handle; a TypeError for bf16.
-template <class F>
-py::object on_real_bsr(const Bsr& h, const char* who, F&& f) {
+/// Runs f(A) on a float or double handle's matrix (CSR or BSR); a TypeError for bf16.
+template <class H, class F>
+py::object on_real(const H& h, const char* who, F&& f) {
   return std::visit(
       [&](const auto& A) -> py::object {
         using T = matrix_value_t<decltype(A)>;
@@ -166,6 +166,12 @@ py::object on_real_bsr(const Bsr& h, const char* who, F&& f) {
         else throw py::type_error(std::string(who) + ": dtype bfloat16 is not supported (float32 or float64)");
       },
       h.m);
+}
+
+/// on_real for the BSR-only solvers of 0.6's contract.
+template <class F>
+py::object on_real_bsr(const Bsr& h, const char* who, F&& f) {
+  return on_real(h, who, std::forward<F>(f));
 }
 
 /// The elements of a one-column buffer, or an empty span for None.

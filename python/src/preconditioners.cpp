@@ -20,25 +20,25 @@ namespace {
 /// matrix's own), `blocks` (ic0, ilu0: independent row blocks), `near_nullspace` (amg;
 /// rows x k, A's dtype).
 template <class M>
-Precond make(const std::string& kind, const M& A, index_t block_size, index_t blocks,
+decltype(Precond::p) make(const std::string& kind, const M& A, index_t block_size, index_t blocks,
              const std::optional<DenseArg>& nullspace) {
   using T = matrix_value_t<M>;
   py::gil_scoped_release nogil;
   constexpr bool csr = std::is_same_v<M, CsrMatrix<T>>;
-  if (kind == "ilu0") return {std::make_shared<IncompleteFactorization<T>>(ilu0(A, blocks))};
-  if (kind == "ic0") return {std::make_shared<IncompleteFactorization<T>>(ic0(A, blocks))};
+  if (kind == "ilu0") return std::make_shared<IncompleteFactorization<T>>(ilu0(A, blocks));
+  if (kind == "ic0") return std::make_shared<IncompleteFactorization<T>>(ic0(A, blocks));
   if (kind == "amg") {
     AmgOptions<T> options{.block_size = block_size};
     if (nullspace) options.near_nullspace = view_of<const T>(*nullspace);
-    return {std::make_shared<Amg<T>>(A, options)};
+    return std::make_shared<Amg<T>>(A, options);
   }
   if (kind == "bjacobi") {
-    if constexpr (csr) return {std::make_shared<BlockJacobi<T>>(A, block_size == 0 ? 1 : block_size)};
+    if constexpr (csr) return std::make_shared<BlockJacobi<T>>(A, block_size == 0 ? 1 : block_size);
     else {
       if (block_size != 0 && block_size != A.block_size())
         throw InvalidArgument("block_jacobi: block_size = " + std::to_string(block_size) +
                               ", but the BSR matrix's blocks are " + std::to_string(A.block_size()) + " (leave it None)");
-      return {std::make_shared<BlockJacobi<T>>(A)};
+      return std::make_shared<BlockJacobi<T>>(A);
     }
   }
   throw InvalidArgument("unknown preconditioner \"" + kind + "\" (expected amg, bjacobi, ic0 or ilu0)");
@@ -47,27 +47,14 @@ Precond make(const std::string& kind, const M& A, index_t block_size, index_t bl
 template <class H>
 Precond make_for(const std::string& kind, const py::object& handle, index_t block_size, index_t blocks,
                  const std::optional<DenseArg>& nullspace) {
-  Precond P = std::visit(
-      [&](const auto& A) -> Precond {
-        using T = matrix_value_t<decltype(A)>;
-        if constexpr (SolverValue<T>) return make(kind, A, block_size, blocks, nullspace);
-        else throw py::type_error(kind + ": dtype bfloat16 is not supported (float32 or float64)");
-      },
-      handle.cast<const H&>().m);
-  P.matrix = handle;
-  return P;
-}
-
-/// Runs f(A) for a real handle's matrix (TypeError for bf16).
-template <class H, class F>
-py::object on_real(const H& h, const char* who, F&& f) {
-  return std::visit(
-      [&](const auto& A) -> py::object {
-        using T = matrix_value_t<decltype(A)>;
-        if constexpr (SolverValue<T>) return f(A);
-        else throw py::type_error(std::string(who) + ": dtype bfloat16 is not supported (float32 or float64)");
-      },
-      h.m);
+  return Precond{std::visit(
+                     [&](const auto& A) -> decltype(Precond::p) {
+                       using T = matrix_value_t<decltype(A)>;
+                       if constexpr (SolverValue<T>) return make(kind, A, block_size, blocks, nullspace);
+                       else throw py::type_error(kind + ": dtype bfloat16 is not supported (float32 or float64)");
+                     },
+                     handle.cast<const H&>().m),
+                 handle};
 }
 
 /// The preconditioner of value type T in `M`, or a TypeError naming both dtypes.
