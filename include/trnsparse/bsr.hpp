@@ -15,6 +15,7 @@
 ///     trnsparse::BsrMatrix<float> A(s);   // zero values, 2 blocks of 2x2
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -26,6 +27,17 @@ namespace trnsparse {
 
 /// Default block size: one tile of the 128x128 tile-matmul engine.
 inline constexpr index_t default_block_size = 128;
+
+class BsrStructure;
+
+namespace detail {
+/// Internal: a structure built by the library from indices it has already checked (a
+/// product's pattern, a validated CSR matrix's): no second pass over them. Debug builds
+/// check anyway.
+std::shared_ptr<const BsrStructure> trusted_structure(index_t rows, index_t cols, index_t block_size,
+                                                      std::vector<index_t> block_row_ptr,
+                                                      std::vector<index_t> block_col_idx);
+}  // namespace detail
 
 class BsrStructure {
 public:
@@ -40,6 +52,8 @@ public:
   static std::shared_ptr<const BsrStructure> make(index_t rows, index_t cols, index_t block_size,
                                                   std::vector<index_t> block_row_ptr,
                                                   std::vector<index_t> block_col_idx);
+  BsrStructure(const BsrStructure& other);
+  BsrStructure& operator=(const BsrStructure& other);
 
   [[nodiscard]] index_t rows() const noexcept { return rows_; }
   [[nodiscard]] index_t cols() const noexcept { return cols_; }
@@ -56,19 +70,28 @@ public:
   /// Stored blocks over all blocks of the grid (0 for an empty grid).
   [[nodiscard]] double block_density() const noexcept;
   /// 64-bit hash of shape, block size and both index arrays; equal structures have
-  /// equal fingerprints. Plans are cached under it.
-  [[nodiscard]] std::uint64_t fingerprint() const noexcept { return fingerprint_; }
+  /// equal fingerprints. Plans are cached under it. Computed on the first call (a
+  /// structure nobody plans for never pays the pass over its indices).
+  [[nodiscard]] std::uint64_t fingerprint() const noexcept;
 
   friend bool operator==(const BsrStructure& a, const BsrStructure& b) noexcept;
+  friend std::shared_ptr<const BsrStructure> detail::trusted_structure(index_t, index_t, index_t,
+                                                                       std::vector<index_t>, std::vector<index_t>);
 
 private:
+  struct Trusted {};
+  BsrStructure(Trusted, index_t rows, index_t cols, index_t block_size, std::vector<index_t> block_row_ptr,
+               std::vector<index_t> block_col_idx);
+
   index_t rows_;
   index_t cols_;
   index_t b_;
   index_t block_cols_;
   std::vector<index_t> row_ptr_;
   std::vector<index_t> col_idx_;
-  std::uint64_t fingerprint_;
+  // 0 until computed; a computed fingerprint is never 0. Threads racing to compute it
+  // store the same value.
+  mutable std::atomic<std::uint64_t> fingerprint_{0};
 };
 
 template <Value T>

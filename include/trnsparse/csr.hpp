@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "trnsparse/bsr.hpp"
 #include "trnsparse/types.hpp"
 
 namespace trnsparse {
@@ -43,12 +44,21 @@ public:
   /// @throw InvalidArgument, IndexError naming the array and the first bad position.
   CsrMatrix(index_t rows, index_t cols, std::vector<index_t> row_ptr, std::vector<index_t> col_idx,
             std::vector<T> values, Canonicalize canonicalize = Canonicalize::no);
+  /// Shares `structure` (block size 1: rows, columns and column indices, as another
+  /// matrix's `structure_ptr()` returns) and takes one value per stored entry: matrices
+  /// with one pattern and different values hold its indices once.
+  /// @throw InvalidArgument for a null structure or a block size other than 1;
+  /// DimensionMismatch for a wrong number of values.
+  CsrMatrix(std::shared_ptr<const BsrStructure> structure, std::vector<T> values);
 
-  [[nodiscard]] index_t rows() const noexcept { return rows_; }
-  [[nodiscard]] index_t cols() const noexcept { return cols_; }
+  [[nodiscard]] index_t rows() const noexcept { return structure_->rows(); }
+  [[nodiscard]] index_t cols() const noexcept { return structure_->cols(); }
   [[nodiscard]] index_t nnz() const noexcept { return static_cast<index_t>(values_.size()); }
-  [[nodiscard]] std::span<const index_t> row_ptr() const noexcept { return row_ptr_; }
-  [[nodiscard]] std::span<const index_t> col_indices() const noexcept { return col_idx_; }
+  [[nodiscard]] std::span<const index_t> row_ptr() const noexcept { return structure_->block_row_ptr(); }
+  [[nodiscard]] std::span<const index_t> col_indices() const noexcept { return structure_->block_col_indices(); }
+  /// The pattern as an immutable block-size-1 structure, shared by copies and by the
+  /// results of a cached product plan. Plans are cached under its fingerprint.
+  [[nodiscard]] const std::shared_ptr<const BsrStructure>& structure_ptr() const noexcept { return structure_; }
   [[nodiscard]] std::span<const T> values() const noexcept { return values_; }
   /// Values are mutable; the structure is not.
   [[nodiscard]] std::span<T> values() noexcept { return values_; }
@@ -57,10 +67,7 @@ private:
   template <Value U>
   friend detail::CsrAnalyses& detail::analyses(const CsrMatrix<U>& A) noexcept;
 
-  index_t rows_;
-  index_t cols_;
-  std::vector<index_t> row_ptr_;
-  std::vector<index_t> col_idx_;
+  std::shared_ptr<const BsrStructure> structure_;
   std::vector<T> values_;
   // What is computed once per structure and reused by every call (the 32-bit column
   // indices, the chunks of the symmetric product, the transposed pattern), built on

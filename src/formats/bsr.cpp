@@ -39,19 +39,41 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
 
 }  // namespace
 
+BsrStructure::BsrStructure(Trusted, index_t rows, index_t cols, index_t block_size,
+                           std::vector<index_t> block_row_ptr, std::vector<index_t> block_col_idx)
+    : rows_(rows), cols_(cols), b_(block_size), row_ptr_(std::move(block_row_ptr)), col_idx_(std::move(block_col_idx)) {
+  // The checking constructor rejects a block size below 1 after this one runs.
+  block_cols_ = block_size > 0 ? detail::ceil_div(cols, block_size) : 0;
+}
+
 BsrStructure::BsrStructure(index_t rows, index_t cols, index_t block_size, std::vector<index_t> block_row_ptr,
                            std::vector<index_t> block_col_idx)
-    : rows_(rows), cols_(cols), b_(block_size), row_ptr_(std::move(block_row_ptr)), col_idx_(std::move(block_col_idx)) {
+    : BsrStructure(Trusted{}, rows, cols, block_size, std::move(block_row_ptr), std::move(block_col_idx)) {
   const Grid g = checked_grid(rows, cols, block_size, "bsr");
-  block_cols_ = g.block_cols;
   detail::validate_compressed("bsr", row_ptr_, g.block_rows, col_idx_, g.block_cols, true, "block_row_ptr",
                               "block_col_idx", "block row");
   (void)checked_value_count(n_blocks(), b_);
-  std::uint64_t h = mix(mix(mix(0, static_cast<std::uint64_t>(rows_)), static_cast<std::uint64_t>(cols_)),
-                        static_cast<std::uint64_t>(b_));
-  for (index_t p : row_ptr_) h = mix(h, static_cast<std::uint64_t>(p));
-  for (index_t c : col_idx_) h = mix(h, static_cast<std::uint64_t>(c));
-  fingerprint_ = h;
+}
+
+BsrStructure::BsrStructure(const BsrStructure& other)
+    : rows_(other.rows_),
+      cols_(other.cols_),
+      b_(other.b_),
+      block_cols_(other.block_cols_),
+      row_ptr_(other.row_ptr_),
+      col_idx_(other.col_idx_),
+      fingerprint_(other.fingerprint_.load(std::memory_order_relaxed)) {}
+
+BsrStructure& BsrStructure::operator=(const BsrStructure& other) {
+  if (this == &other) return *this;
+  rows_ = other.rows_;
+  cols_ = other.cols_;
+  b_ = other.b_;
+  block_cols_ = other.block_cols_;
+  row_ptr_ = other.row_ptr_;
+  col_idx_ = other.col_idx_;
+  fingerprint_.store(other.fingerprint_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  return *this;
 }
 
 std::shared_ptr<const BsrStructure> BsrStructure::make(index_t rows, index_t cols, index_t block_size,
@@ -59,6 +81,29 @@ std::shared_ptr<const BsrStructure> BsrStructure::make(index_t rows, index_t col
                                                        std::vector<index_t> block_col_idx) {
   return std::make_shared<const BsrStructure>(rows, cols, block_size, std::move(block_row_ptr),
                                               std::move(block_col_idx));
+}
+
+std::shared_ptr<const BsrStructure> detail::trusted_structure(index_t rows, index_t cols, index_t block_size,
+                                                              std::vector<index_t> block_row_ptr,
+                                                              std::vector<index_t> block_col_idx) {
+#ifndef NDEBUG
+  return BsrStructure::make(rows, cols, block_size, std::move(block_row_ptr), std::move(block_col_idx));
+#else
+  return std::shared_ptr<const BsrStructure>(new BsrStructure(BsrStructure::Trusted{}, rows, cols, block_size,
+                                                              std::move(block_row_ptr), std::move(block_col_idx)));
+#endif
+}
+
+std::uint64_t BsrStructure::fingerprint() const noexcept {
+  std::uint64_t h = fingerprint_.load(std::memory_order_relaxed);
+  if (h != 0) return h;
+  h = mix(mix(mix(0, static_cast<std::uint64_t>(rows_)), static_cast<std::uint64_t>(cols_)),
+          static_cast<std::uint64_t>(b_));
+  for (index_t p : row_ptr_) h = mix(h, static_cast<std::uint64_t>(p));
+  for (index_t c : col_idx_) h = mix(h, static_cast<std::uint64_t>(c));
+  h += h == 0;
+  fingerprint_.store(h, std::memory_order_relaxed);
+  return h;
 }
 
 index_t BsrStructure::row_extent(index_t bi) const noexcept { return std::min(b_, rows_ - bi * b_); }
@@ -70,7 +115,7 @@ double BsrStructure::block_density() const noexcept {
 }
 
 bool operator==(const BsrStructure& a, const BsrStructure& b) noexcept {
-  return a.fingerprint_ == b.fingerprint_ && a.rows_ == b.rows_ && a.cols_ == b.cols_ && a.b_ == b.b_ &&
+  return a.fingerprint() == b.fingerprint() && a.rows_ == b.rows_ && a.cols_ == b.cols_ && a.b_ == b.b_ &&
          a.row_ptr_ == b.row_ptr_ && a.col_idx_ == b.col_idx_;
 }
 
@@ -105,7 +150,7 @@ BsrMatrix<T>::BsrMatrix(index_t rows, index_t cols, index_t block_size, std::vec
       detail::validate_compressed("bsr", block_row_ptr, g.block_rows, block_col_idx, g.block_cols,
                                   canonicalize == Canonicalize::no, "block_row_ptr", "block_col_idx", "block row");
   if (!sorted) detail::canonicalize_compressed(block_row_ptr, block_col_idx, blocks, block_size * block_size);
-  structure_ = BsrStructure::make(rows, cols, block_size, std::move(block_row_ptr), std::move(block_col_idx));
+  structure_ = detail::trusted_structure(rows, cols, block_size, std::move(block_row_ptr), std::move(block_col_idx));
   values_ = std::move(blocks);
   zero_padding();
 }

@@ -7,24 +7,39 @@
 namespace trnsparse {
 
 template <Value T>
-CsrMatrix<T>::CsrMatrix(index_t rows, index_t cols) : rows_(rows), cols_(cols) {
+CsrMatrix<T>::CsrMatrix(index_t rows, index_t cols) {
   detail::check_nonnegative(rows, "csr: rows");
   detail::check_nonnegative(cols, "csr: cols");
-  row_ptr_ = detail::make_vector<index_t>(detail::checked_add(rows, 1, "csr: rows + 1"), "csr: row_ptr");
+  structure_ = detail::trusted_structure(
+      rows, cols, 1, detail::make_vector<index_t>(detail::checked_add(rows, 1, "csr: rows + 1"), "csr: row_ptr"), {});
   analyses_ = std::make_shared<detail::CsrAnalyses>();
 }
 
 template <Value T>
 CsrMatrix<T>::CsrMatrix(index_t rows, index_t cols, std::vector<index_t> row_ptr, std::vector<index_t> col_idx,
                         std::vector<T> values, Canonicalize canonicalize)
-    : rows_(rows), cols_(cols), row_ptr_(std::move(row_ptr)), col_idx_(std::move(col_idx)), values_(std::move(values)) {
+    : values_(std::move(values)) {
   detail::check_nonnegative(rows, "csr: rows");
   detail::check_nonnegative(cols, "csr: cols");
-  if (values_.size() != col_idx_.size())
-    throw IndexError(detail::concat("csr: values has ", values_.size(), " entries but col_idx has ", col_idx_.size()));
-  const bool sorted = detail::validate_compressed("csr", row_ptr_, rows_, col_idx_, cols_,
+  if (values_.size() != col_idx.size())
+    throw IndexError(detail::concat("csr: values has ", values_.size(), " entries but col_idx has ", col_idx.size()));
+  const bool sorted = detail::validate_compressed("csr", row_ptr, rows, col_idx, cols,
                                                   canonicalize == Canonicalize::no, "row_ptr", "col_idx", "row");
-  if (!sorted) detail::canonicalize_compressed(row_ptr_, col_idx_, values_, 1);
+  if (!sorted) detail::canonicalize_compressed(row_ptr, col_idx, values_, 1);
+  structure_ = detail::trusted_structure(rows, cols, 1, std::move(row_ptr), std::move(col_idx));
+  analyses_ = std::make_shared<detail::CsrAnalyses>();
+}
+
+template <Value T>
+CsrMatrix<T>::CsrMatrix(std::shared_ptr<const BsrStructure> structure, std::vector<T> values)
+    : structure_(std::move(structure)), values_(std::move(values)) {
+  if (!structure_) throw InvalidArgument("csr: structure is null");
+  if (structure_->block_size() != 1)
+    throw InvalidArgument(detail::concat("csr: structure has block size ", structure_->block_size(),
+                                         "; a CSR pattern has block size 1"));
+  if (static_cast<index_t>(values_.size()) != structure_->n_blocks())
+    throw DimensionMismatch(detail::concat("csr: values has ", values_.size(), " entries, the structure stores ",
+                                           structure_->n_blocks()));
   analyses_ = std::make_shared<detail::CsrAnalyses>();
 }
 

@@ -40,15 +40,6 @@ void check_tolerance(const char* who, double tol, const std::string& operands) {
     throw InvalidArgument(concat(who, ": drop_tolerance = ", tol, " must be >= 0 (and not NaN): ", operands));
 }
 
-template <Value T>
-const std::shared_ptr<const BsrStructure>& structure_of(const CsrMatrix<T>& A) {
-  return detail::csr_pattern(A);
-}
-template <Value T>
-const std::shared_ptr<const BsrStructure>& structure_of(const BsrMatrix<T>& A) {
-  return A.structure_ptr();
-}
-
 /// The 32-bit column indices the CSR kernel reads for a right operand read by rows.
 template <Value T>
 const std::int32_t* right_idx32(const CsrMatrix<T>& B, bool transposed) {
@@ -117,7 +108,7 @@ Filtered<TC> filter(const BsrStructure& c, const std::vector<TC>& vals, double t
 
 template <Value T>
 bool SpgemmPlan::applies_to(const CsrMatrix<T>& A, const CsrMatrix<T>& B) const {
-  return a_->same_structure(detail::csr_pattern(A)) && b_->same_structure(detail::csr_pattern(B));
+  return a_->same_structure(A.structure_ptr()) && b_->same_structure(B.structure_ptr());
 }
 template <Value T>
 bool SpgemmPlan::applies_to(const BsrMatrix<T>& A, const BsrMatrix<T>& B) const {
@@ -179,49 +170,48 @@ void SpgemmPlan::numeric(const BsrMatrix<T>& A, const BsrMatrix<T>& B, std::span
   numeric_into(*this, A, B, values.data(), 0.0);
 }
 
-template <Value T>
-CsrMatrix<acc_t<T>> SpgemmPlan::multiply(const CsrMatrix<T>& A, const CsrMatrix<T>& B, double drop_tolerance) const {
+namespace {
+
+/// The plan's product of A and B as a new matrix sharing the plan's output structure,
+/// or with a structure of its own when entries are dropped.
+template <class Matrix>
+auto multiply_with(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, double drop_tolerance) {
+  using T = detail::value_of<Matrix>;
   using TC = acc_t<T>;
-  check_tolerance(form_name(form_), drop_tolerance, describe(A, B));
-  const BsrStructure& c = *c_;
-  std::vector<TC> vals = detail::huge_vector<TC>(stored(), "multiply: C's values");
-  numeric_into(*this, A, B, vals.data(), 0.0);
+  constexpr bool blocked = std::is_same_v<Matrix, BsrMatrix<T>>;
+  using Result = std::conditional_t<blocked, BsrMatrix<TC>, CsrMatrix<TC>>;
+  check_tolerance(form_name(plan.form()), drop_tolerance, describe(A, B));
+  const std::shared_ptr<const BsrStructure>& c = plan.structure();
+  const index_t bb = c->block_size() * c->block_size();
+  std::vector<TC> vals = detail::huge_vector<TC>(plan.stored() * bb, "multiply: C's values");
+  // Block products below the drop tolerance's bound are skipped (BSR only: a CSR
+  // entry's products are single multiplications).
+  numeric_into(plan, A, B, vals.data(), blocked ? drop_tolerance : 0.0);
   if (drop_tolerance > 0.0) {
-    Filtered<TC> f = filter(c, vals, drop_tolerance);
-    return CsrMatrix<TC>(c.rows(), c.cols(), std::move(f.ptr), std::move(f.idx), std::move(f.vals));
+    Filtered<TC> f = filter(*c, vals, drop_tolerance);
+    return Result(detail::trusted_structure(c->rows(), c->cols(), c->block_size(), std::move(f.ptr), std::move(f.idx)),
+                  std::move(f.vals));
   }
-  const auto ptr = c.block_row_ptr();
-  const auto idx = c.block_col_indices();
-  CsrMatrix<TC> C(c.rows(), c.cols(), detail::huge_copy(ptr, "multiply: C's row pointers"),
-                  detail::huge_copy(idx, "multiply: C's column indices"), std::move(vals));
-  detail::analyses(C).adopt_pattern(c_);
-  return C;
+  return Result(c, std::move(vals));
 }
 
+}  // namespace
+
+template <Value T>
+CsrMatrix<acc_t<T>> SpgemmPlan::multiply(const CsrMatrix<T>& A, const CsrMatrix<T>& B, double drop_tolerance) const {
+  return multiply_with(*this, A, B, drop_tolerance);
+}
 template <Value T>
 BsrMatrix<acc_t<T>> SpgemmPlan::multiply(const BsrMatrix<T>& A, const BsrMatrix<T>& B, double drop_tolerance) const {
-  using TC = acc_t<T>;
-  check_tolerance(form_name(form_), drop_tolerance, describe(A, B));
-  const BsrStructure& c = *c_;
-  const index_t bb = c.block_size() * c.block_size();
-  std::vector<TC> vals = detail::huge_vector<TC>(stored() * bb, "multiply: C's blocks");
-  numeric_into(*this, A, B, vals.data(), drop_tolerance);
-  if (drop_tolerance > 0.0) {
-    Filtered<TC> f = filter(c, vals, drop_tolerance);
-    return BsrMatrix<TC>(BsrStructure::make(c.rows(), c.cols(), c.block_size(), std::move(f.ptr), std::move(f.idx)),
-                         std::move(f.vals));
-  }
-  return BsrMatrix<TC>(c_, std::move(vals));
+  return multiply_with(*this, A, B, drop_tolerance);
 }
 
 // ---- the products ----------------------------------------------------------------------
 
 template <Value T>
 std::shared_ptr<const SpgemmPlan> spgemm_plan(const CsrMatrix<T>& A, const CsrMatrix<T>& B, SpgemmForm form) {
-  const auto& a = detail::csr_pattern(A);
-  const auto& b = detail::csr_pattern(B);
-  detail::check_spgemm_operands(form_name(form), *a, *b, form, describe(A, B));
-  return detail::cached_spgemm_plan(a, b, form);
+  detail::check_spgemm_operands(form_name(form), *A.structure_ptr(), *B.structure_ptr(), form, describe(A, B));
+  return detail::cached_spgemm_plan(A.structure_ptr(), B.structure_ptr(), form);
 }
 template <Value T>
 std::shared_ptr<const SpgemmPlan> spgemm_plan(const BsrMatrix<T>& A, const BsrMatrix<T>& B, SpgemmForm form) {

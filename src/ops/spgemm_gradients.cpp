@@ -13,15 +13,6 @@ namespace {
 
 using detail::concat;
 
-template <Value T>
-const std::shared_ptr<const BsrStructure>& structure_of(const CsrMatrix<T>& A) {
-  return detail::csr_pattern(A);
-}
-template <Value T>
-const std::shared_ptr<const BsrStructure>& structure_of(const BsrMatrix<T>& A) {
-  return A.structure_ptr();
-}
-
 /// out (on `target`'s pattern) = the sampled product of L and R, rows split by cost.
 template <class T>
 void sampled(const BsrStructure& target, const kernels::SpgemmOperand<T>& L, const kernels::SpgemmOperand<T>& R,
@@ -42,9 +33,9 @@ void sampled(const BsrStructure& target, const kernels::SpgemmOperand<T>& L, con
 template <class Matrix, class T>
 void backward(const Matrix& A, const Matrix& B, const Matrix& dC, std::span<T> dA, std::span<T> dB) {
   const char* who = "multiply_backward";
-  const auto& sa = structure_of(A);
-  const auto& sb = structure_of(B);
-  const auto& sc = structure_of(dC);
+  const auto& sa = A.structure_ptr();
+  const auto& sb = B.structure_ptr();
+  const auto& sc = dC.structure_ptr();
   const std::string operands = concat(detail::describe_operands(*sa, *sb), ", dC is ", sc->rows(), " x ", sc->cols(),
                                       " (block size ", sc->block_size(), ")");
   detail::check_spgemm_operands(who, *sa, *sb, SpgemmForm::a_b, operands);

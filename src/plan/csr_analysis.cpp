@@ -97,17 +97,4 @@ const BscView& CsrAnalyses::transposed(index_t rows, index_t cols, std::span<con
   return transposed_;
 }
 
-const std::shared_ptr<const BsrStructure>& CsrAnalyses::pattern(index_t rows, index_t cols,
-                                                                 std::span<const index_t> ptr,
-                                                                 std::span<const index_t> idx) {
-  std::call_once(pattern_once_, [&] {
-    pattern_ = BsrStructure::make(rows, cols, 1, {ptr.begin(), ptr.end()}, {idx.begin(), idx.end()});
-  });
-  return pattern_;
-}
-
-void CsrAnalyses::adopt_pattern(std::shared_ptr<const BsrStructure> s) {
-  std::call_once(pattern_once_, [&] { pattern_ = std::move(s); });
-}
-
 }  // namespace trnsparse::detail

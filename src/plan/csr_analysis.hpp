@@ -62,20 +62,12 @@ public:
   const SymmetricChunks& symmetric(index_t n, std::span<const index_t> ptr, std::span<const index_t> idx,
                                    Triangle uplo);
   const BscView& transposed(index_t rows, index_t cols, std::span<const index_t> ptr, std::span<const index_t> idx);
-  /// The structure as a BsrStructure of block size 1 (a copy of the indices, with its
-  /// fingerprint): SpGEMM plans are cached by such structures for CSR and BSR alike.
-  const std::shared_ptr<const BsrStructure>& pattern(index_t rows, index_t cols, std::span<const index_t> ptr,
-                                                     std::span<const index_t> idx);
-  /// Takes `s` (equal to the structure) as the pattern unless one is built: a product's
-  /// result shares its plan's output structure, so a product of it finds the plan's.
-  void adopt_pattern(std::shared_ptr<const BsrStructure> s);
 
 private:
-  std::once_flag compact_once_, upper_once_, lower_once_, transposed_once_, pattern_once_;
+  std::once_flag compact_once_, upper_once_, lower_once_, transposed_once_;
   std::vector<std::int32_t> compact_;
   SymmetricChunks upper_, lower_;
   BscView transposed_;
-  std::shared_ptr<const BsrStructure> pattern_;
 };
 
 }  // namespace trnsparse::detail

@@ -185,7 +185,7 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
       std::copy(row[slot].begin(), row[slot].end(), idx.begin() + static_cast<std::ptrdiff_t>(ptr[i]));
     }
   });
-  c_ = BsrStructure::make(v.rows, v.cols, a->block_size(), std::move(ptr), std::move(idx));
+  c_ = detail::trusted_structure(v.rows, v.cols, a->block_size(), std::move(ptr), std::move(idx));
 }
 
 double SpgemmPlan::multiply_adds() const noexcept {
@@ -263,15 +263,6 @@ SpgemmCache& spgemm_cache() {
 }  // namespace
 
 namespace detail {
-
-/// The block-size-1 structure of a CSR matrix (kept with the matrix's analyses).
-template <Value T>
-const std::shared_ptr<const BsrStructure>& csr_pattern(const CsrMatrix<T>& A) {
-  return analyses(A).pattern(A.rows(), A.cols(), A.row_ptr(), A.col_indices());
-}
-template const std::shared_ptr<const BsrStructure>& csr_pattern(const CsrMatrix<float>&);
-template const std::shared_ptr<const BsrStructure>& csr_pattern(const CsrMatrix<double>&);
-template const std::shared_ptr<const BsrStructure>& csr_pattern(const CsrMatrix<bf16>&);
 
 std::shared_ptr<const SpgemmPlan> cached_spgemm_plan(const std::shared_ptr<const BsrStructure>& a,
                                                      const std::shared_ptr<const BsrStructure>& b, SpgemmForm form) {

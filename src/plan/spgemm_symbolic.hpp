@@ -40,10 +40,6 @@ std::string describe_operands(const BsrStructure& a, const BsrStructure& b);
 void check_spgemm_operands(const char* who, const BsrStructure& a, const BsrStructure& b, SpgemmForm form,
                            const std::string& operands);
 
-/// The block-size-1 structure of a CSR matrix, built once per matrix structure.
-template <Value T>
-const std::shared_ptr<const BsrStructure>& csr_pattern(const CsrMatrix<T>& A);
-
 /// The cached plan of `form` for structures a and b (built on a miss).
 std::shared_ptr<const SpgemmPlan> cached_spgemm_plan(const std::shared_ptr<const BsrStructure>& a,
                                                      const std::shared_ptr<const BsrStructure>& b, SpgemmForm form);
