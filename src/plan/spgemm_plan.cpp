@@ -13,6 +13,7 @@
 #include "runtime/checks.hpp"
 #include "runtime/huge_pages.hpp"
 #include "runtime/parallel.hpp"
+#include "runtime/workspace.hpp"
 #include "trnsparse/spgemm.hpp"
 
 namespace trnsparse {
@@ -83,57 +84,125 @@ void check_spgemm_operands(const char* who, const BsrStructure& a, const BsrStru
 
 namespace {
 
-/// Writes row i's sorted, distinct columns to `out` (cleared first). `bits` (one bit per
-/// column of C) is all zero on entry and on return. A row's columns are first collected
-/// in arrival order, each once (its bit set); then, when they span few words, read back
-/// in order by scanning the bits (about span/64 + n steps), else sorted (n log n). The
-/// scan serves banded and mesh matrices, the sort scattered ones.
-void symbolic_row(const RowsView& L, const RowsView& R, index_t i, std::uint64_t* bits, std::vector<index_t>& out) {
-  out.clear();
-  index_t lo = INT64_MAX, hi = -1;
+/// repeats[k] = 1 when row k of `v` has the same columns as row k - 1. Finite-element
+/// matrices with several unknowns per node repeat each node's pattern that many times:
+/// a product's symbolic phase then reads one row of each run.
+std::vector<std::uint8_t> repeated_rows(const RowsView& v) {
+  std::vector<std::uint8_t> repeats = make_vector<std::uint8_t>(v.rows, "spgemm_plan: repeated rows");
+  for (index_t k = 1; k < v.rows; ++k) {
+    const index_t n = v.ptr[k + 1] - v.ptr[k];
+    repeats[k] = n > 0 && n == v.ptr[k] - v.ptr[k - 1] &&
+                 std::equal(v.idx + v.ptr[k], v.idx + v.ptr[k + 1], v.idx + v.ptr[k - 1]);
+  }
+  return repeats;
+}
+
+/// The symbolic phase's view of C = L·R: both operands and their repeated rows.
+struct SymbolicOperands {
+  RowsView L, R;
+  const std::uint8_t* l_repeats;
+  const std::uint8_t* r_repeats;
+};
+
+/// Calls f(j) for each column j that row i of C reaches, at least once each: the
+/// columns of R's rows k in L's row i, skipping a row k that repeats row k - 1 when
+/// row k - 1 was read just before.
+template <class F>
+void for_row_columns(const SymbolicOperands& op, index_t i, F&& f) {
+  const RowsView &L = op.L, &R = op.R;
   for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) {
     const index_t k = L.idx[q];
-    for (index_t s = R.ptr[k]; s < R.ptr[k + 1]; ++s) {
-      const index_t j = R.idx[s];
-      const std::uint64_t bit = std::uint64_t{1} << (j & 63);
-      if (bits[j >> 6] & bit) continue;
-      bits[j >> 6] |= bit;
-      out.push_back(j);
-      lo = std::min(lo, j);
-      hi = std::max(hi, j);
-    }
-  }
-  const auto n = static_cast<index_t>(out.size());
-  if (n == 0) return;
-  const index_t w0 = lo >> 6, w1 = hi >> 6;
-  if (w1 - w0 + 1 <= 8 * n) {
-    index_t* dst = out.data();
-    for (index_t w = w0; w <= w1; ++w) {
-      for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) *dst++ = w * 64 + std::countr_zero(word);
-      bits[w] = 0;
-    }
-  } else {
-    std::sort(out.begin(), out.end());
-    for (const index_t j : out) bits[j >> 6] = 0;
+    if (op.r_repeats[k] && q > L.ptr[i] && L.idx[q - 1] == k - 1) continue;
+    for (index_t s = R.ptr[k]; s < R.ptr[k + 1]; ++s) f(R.idx[s]);
   }
 }
 
-/// The number of distinct columns row i reaches. `bits` and `seen` as symbolic_row's
-/// (`seen` holds the row's columns in arrival order on return).
-index_t count_row(const RowsView& L, const RowsView& R, index_t i, std::uint64_t* bits, std::vector<index_t>& seen) {
+/// The columns of the rows a thread has done, appended in the order it did them, in its
+/// Workspace::symbolic buffer: a thread's buffer is kept between products, so only the
+/// first products of a size fault its pages in.
+class ThreadColumns {
+public:
+  [[nodiscard]] index_t size() const noexcept { return size_; }
+  [[nodiscard]] const index_t* data() const noexcept { return data_; }
+  /// `n` more elements at the end; their address. Called by the thread that owns the
+  /// buffer.
+  index_t* append(index_t n) {
+    if (size_ + n > capacity_) {
+      // Growing keeps the columns found so far (a workspace that grows does not).
+      const std::vector<index_t> kept(data_, data_ + size_);
+      const auto have = static_cast<index_t>(thread_workspace_capacity(Workspace::symbolic) / sizeof(index_t));
+      const index_t want = size_ + n <= have ? have : std::max(size_ + n, 2 * capacity_);
+      data_ = reinterpret_cast<index_t*>(
+          thread_workspace(static_cast<std::size_t>(want) * sizeof(index_t), Workspace::symbolic));
+      capacity_ = want;
+      std::copy(kept.begin(), kept.end(), data_);
+    }
+    index_t* at = data_ + size_;
+    size_ += n;
+    return at;
+  }
+
+private:
+  index_t* data_ = nullptr;
+  index_t size_ = 0, capacity_ = 0;
+};
+
+/// One thread's scratch for the symbolic phase: the marks of the columns a row of C
+/// reaches (a bit per column, and a summary bit per word of them that is not zero; all
+/// zero between rows), and the columns found. Aligned to a cache line: the threads'
+/// scratch changes as they go, and must not share a line.
+struct alignas(64) SymbolicScratch {
+  std::vector<std::uint64_t> bits, summary;
+  std::vector<index_t> arrivals;  // the row's columns in arrival order
+  ThreadColumns out;
+  explicit SymbolicScratch(index_t cols)
+      : bits(make_vector<std::uint64_t>(cols / 64 + 1, "spgemm_plan: column bits")),
+        summary(make_vector<std::uint64_t>(cols / 4096 + 1, "spgemm_plan: column bits")) {}
+};
+
+/// Appends row i's sorted, distinct columns to `m.out`; returns their number. Each
+/// column is marked once as it arrives. The row's columns are then read back in order
+/// from the bits, visiting only the words the summary marks (banded and mesh rows), or,
+/// when the summary spans many words for few columns (scattered rows), sorted.
+index_t symbolic_row(const SymbolicOperands& op, index_t i, SymbolicScratch& m) {
+  std::uint64_t* bits = m.bits.data();
+  std::uint64_t* summary = m.summary.data();
+  std::vector<index_t>& seen = m.arrivals;
   seen.clear();
-  for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) {
-    const index_t k = L.idx[q];
-    for (index_t s = R.ptr[k]; s < R.ptr[k + 1]; ++s) {
-      const index_t j = R.idx[s];
-      const std::uint64_t bit = std::uint64_t{1} << (j & 63);
-      if (bits[j >> 6] & bit) continue;
-      bits[j >> 6] |= bit;
-      seen.push_back(j);
+  index_t lo = INT64_MAX, hi = -1;  // the first and last marked words
+  for_row_columns(op, i, [&](index_t j) {
+    const index_t w = j >> 6;
+    const std::uint64_t bit = std::uint64_t{1} << (j & 63);
+    if (bits[w] & bit) return;
+    if (bits[w] == 0) {
+      summary[w >> 6] |= std::uint64_t{1} << (w & 63);
+      lo = std::min(lo, w);
+      hi = std::max(hi, w);
+    }
+    bits[w] |= bit;
+    seen.push_back(j);
+  });
+  const auto n = static_cast<index_t>(seen.size());
+  if (n == 0) return 0;
+  index_t* dst = m.out.append(n);
+  if ((hi >> 6) - (lo >> 6) <= 4 * n) {
+    for (index_t s = lo >> 6; s <= hi >> 6; ++s) {
+      for (std::uint64_t words = summary[s]; words != 0; words &= words - 1) {
+        const index_t w = s * 64 + std::countr_zero(words);
+        for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) *dst++ = w * 64 + std::countr_zero(word);
+        bits[w] = 0;
+      }
+      summary[s] = 0;
+    }
+  } else {
+    std::copy(seen.begin(), seen.end(), dst);
+    std::sort(dst, dst + n);
+    for (const index_t j : seen) {
+      bits[j >> 6] = 0;
+      summary[j >> 12] = 0;
     }
   }
-  for (const index_t j : seen) bits[j >> 6] = 0;
-  return static_cast<index_t>(seen.size());
+  return n;
 }
 
 }  // namespace
@@ -156,17 +225,35 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   const int parts = detail::parts_for(rows, detail::work_ns(detail::Work::csr, static_cast<double>(cost_.back())));
   const std::vector<index_t> pieces = detail::balanced_split(cost_, detail::pieces_for(parts));
   const auto n_pieces = static_cast<index_t>(pieces.size()) - 1;
-  // Two passes, counting then filling C's arrays in place: no buffer as large as C
-  // beside them (fresh memory costs more to fault in than a pass over the rows).
+  // One pass: each thread appends the columns of the rows it does to its own buffer,
+  // and C's column indices are gathered from the buffers, piece by piece, at the end
+  // (after the team has finished with them).
   std::vector<index_t> ptr = detail::huge_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
-  const index_t words = v.block_cols / 64 + 1;
-  std::vector<std::vector<std::uint64_t>> bits(static_cast<std::size_t>(parts));
-  std::vector<std::vector<index_t>> row(static_cast<std::size_t>(parts));
-  for (auto& w : bits) w = detail::make_vector<std::uint64_t>(words, "spgemm_plan: column bits");
+  const std::vector<std::uint8_t> l_repeats = detail::repeated_rows(v.L);
+  const std::vector<std::uint8_t> r_repeats = v.R.idx == v.L.idx ? l_repeats : detail::repeated_rows(v.R);
+  const detail::SymbolicOperands op{v.L, v.R, l_repeats.data(), r_repeats.data()};
+  std::vector<detail::SymbolicScratch> scratch;
+  for (int t = 0; t < parts; ++t) scratch.emplace_back(v.block_cols);
+  std::vector<int> piece_slot(static_cast<std::size_t>(n_pieces));
+  std::vector<index_t> piece_at(static_cast<std::size_t>(n_pieces));
   detail::UnitRanges ranges;
   detail::parallel_for(parts, n_pieces, ranges, [&](int slot, index_t p) {
-    for (index_t i = pieces[p]; i < pieces[p + 1]; ++i)
-      ptr[i + 1] = detail::count_row(v.L, v.R, i, bits[slot].data(), row[slot]);
+    detail::ThreadColumns& out = scratch[slot].out;
+    piece_slot[p] = slot;
+    piece_at[p] = out.size();
+    for (index_t i = pieces[p]; i < pieces[p + 1]; ++i) {
+      // A row of L that repeats the row before it gives C's row the same columns. The
+      // first row of a piece is computed afresh, so the result is the same however the
+      // pieces fall on threads.
+      if (i > pieces[p] && l_repeats[i]) {
+        const index_t n = ptr[i];  // the previous row's count
+        index_t* dst = out.append(n);
+        std::copy(dst - n, dst, dst);
+        ptr[i + 1] = n;
+      } else {
+        ptr[i + 1] = detail::symbolic_row(op, i, scratch[slot]);
+      }
+    }
   });
   for (index_t i = 0; i < rows; ++i) {
     if (ptr[i + 1] > std::numeric_limits<index_t>::max() - ptr[i])
@@ -178,13 +265,11 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   if (stored > std::numeric_limits<index_t>::max() / bb)
     throw OverflowError(detail::concat("spgemm_plan: C's ", stored, " blocks of ", a->block_size(), " x ",
                                        a->block_size(), " values would overflow index_t: ", operands));
-  std::vector<index_t> idx = detail::huge_vector<index_t>(stored, "spgemm_plan: C's column indices");
-  detail::parallel_for(parts, n_pieces, ranges, [&](int slot, index_t p) {
-    for (index_t i = pieces[p]; i < pieces[p + 1]; ++i) {
-      detail::symbolic_row(v.L, v.R, i, bits[slot].data(), row[slot]);
-      std::copy(row[slot].begin(), row[slot].end(), idx.begin() + static_cast<std::ptrdiff_t>(ptr[i]));
-    }
-  });
+  std::vector<index_t> idx = detail::huge_reserved<index_t>(stored, "spgemm_plan: C's column indices");
+  for (index_t p = 0; p < n_pieces; ++p) {
+    const index_t* from = scratch[piece_slot[p]].out.data() + piece_at[p];
+    idx.insert(idx.end(), from, from + (ptr[pieces[p + 1]] - ptr[pieces[p]]));
+  }
   c_ = detail::trusted_structure(v.rows, v.cols, a->block_size(), std::move(ptr), std::move(idx));
 }
 

@@ -236,6 +236,59 @@ TEST(Spgemm, ThreadCountsGiveIdenticalBits) {
   });
 }
 
+/// A random rows x cols pattern whose rows come in runs of 1 to 4 equal rows (several
+/// unknowns per node), with values that differ from row to row.
+CsrMatrix<double> repeated_rows(Rng& rng, index_t rows, index_t cols, double density) {
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<double> vals;
+  std::vector<index_t> cols_of_run;
+  for (index_t i = 0; i < rows;) {
+    cols_of_run.clear();
+    for (index_t j = 0; j < cols; ++j)
+      if (rng.bernoulli(density)) cols_of_run.push_back(j);
+    for (index_t r = 1 + rng.below(4); r > 0 && i < rows; --r, ++i) {
+      for (const index_t j : cols_of_run) {
+        idx.push_back(j);
+        vals.push_back(rng.uniform(-0.5, 0.5));
+      }
+      ptr.push_back(static_cast<index_t>(idx.size()));
+    }
+  }
+  return CsrMatrix<double>(rows, cols, std::move(ptr), std::move(idx), std::move(vals));
+}
+
+// The symbolic phase reads one row of each run of equal rows, copies C's rows for runs
+// in A, and reads rows back from its column marks or sorts them (rows spanning many
+// columns): every path, on 1 to 3 threads (pieces starting inside runs), against the
+// structural product and the dense product.
+TEST(Spgemm, RepeatedAndScatteredRowsGiveTheStructuralProduct) {
+  const RuntimeGuard guard;
+  Rng rng(7);
+  struct Case {
+    const char* name;
+    CsrMatrix<double> A, B;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"elasticity", elasticity3d<double>(4), elasticity3d<double>(4)});
+  cases.push_back({"runs times runs", repeated_rows(rng, 150, 90, 0.05), repeated_rows(rng, 90, 70, 0.08)});
+  cases.push_back({"runs times random", repeated_rows(rng, 120, 60, 0.1),
+                   csr_from_dense<double>(random_dense<double>(rng, 60, 50, 0.1).view())});
+  cases.push_back({"scattered", csr_from_dense<double>(random_dense<double>(rng, 40, 30, 0.1).view()),
+                   repeated_rows(rng, 30, 20000, 0.0004)});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Pattern want = structural_product(csr_pattern_of(c.A), csr_pattern_of(c.B));
+    const Reference ref = reference_gemm(1.0, wide(dense_of(c.A)), wide(dense_of(c.B)), 0.0, zero_dense(0, 0));
+    for (const int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      clear_spgemm_plan_cache();
+      const auto C = multiply(c.A, c.B);
+      EXPECT_EQ(csr_pattern_of(C), want) << threads << " threads";
+      EXPECT_TRUE(near_product<double>(dense_of(C), ref)) << threads << " threads";
+    }
+  }
+}
+
 TEST(Spgemm, PlansAreCachedAndTheNumericPhaseRerunsAlone) {
   clear_spgemm_plan_cache();
   auto A = poisson3d<double>(6);
