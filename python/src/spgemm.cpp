@@ -85,6 +85,7 @@ void bind_pair(py::module_& m) {
 void bind_spgemm(py::module_& m) {
   bind_pair<Csr, CsrMatrix>(m);
   bind_pair<Bsr, BsrMatrix>(m);
+  m.def("clear_spgemm_plan_cache", &clear_spgemm_plan_cache);
 }
 
 }  // namespace trnsparse::python

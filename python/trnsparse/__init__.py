@@ -56,7 +56,7 @@ from ._ops import (
     spmv_symmetric,
     triangle,
 )
-from ._spgemm import galerkin, matmul, matmul_transposed
+from ._spgemm import clear_spgemm_plan_cache, galerkin, matmul, matmul_transposed
 from ._screening import density_screen, schwarz_bounds, screen_quartets, screened_spmm, sparsity_stats
 from ._solvers import (
     JacobiPreconditioner,
@@ -86,7 +86,7 @@ __all__ = [
     "eye_sparse", "from_dense", "from_scipy", "get_backend", "get_num_threads", "nnz_per_row", "set_backend",
     "set_num_threads", "sparse_add", "sparse_scale", "sparse_transpose", "spmm", "spmv", "spmv_symmetric", "triangle",
     # sparse × sparse products
-    "galerkin", "matmul", "matmul_transposed",
+    "clear_spgemm_plan_cache", "galerkin", "matmul", "matmul_transposed",
     # generated problems
     "block_stencil3d", "convdiff3d", "elasticity3d", "elasticity3d_coordinates", "named_problem", "poisson3d",
     "random_blocks",

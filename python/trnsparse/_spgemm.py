@@ -125,6 +125,13 @@ def galerkin(P, A, drop_tolerance: float = 0.0) -> Sparse:
     return type(A)._from_handle(_core.galerkin(P._handle(), A._handle(), tol))
 
 
+def clear_spgemm_plan_cache() -> None:
+    """Drops the cached symbolic phases of sparse × sparse products: the next product of
+    each pair of structures computes its output structure afresh (what a first product
+    costs)."""
+    _core.clear_spgemm_plan_cache()
+
+
 def matmul_operator(self, other):
     """`A @ B` (CSRMatrix.__matmul__, BSRMatrix.__matmul__): the sparse product for a
     sparse B, the sparse-dense product (spmm, spmv) for a tensor."""
