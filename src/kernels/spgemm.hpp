@@ -28,6 +28,9 @@ struct SpgemmOperand {
   bool trans;                 // blocks read transposed (b > 1)
   const T* vals;
   const double* norms;  // nullptr, or each stored block's Frobenius norm (indexed like vals)
+  // nullptr, or repeats[k] = 1 when row k has the same columns as row k - 1 (so its
+  // entries follow row k - 1's, one for one): a kernel may read such rows together.
+  const std::uint8_t* repeats;
 
   [[nodiscard]] index_t column(index_t q) const { return idx32 ? index_t{idx32[q]} : idx[q]; }
   [[nodiscard]] index_t slot(index_t q) const { return perm ? perm[q] : q; }

@@ -138,7 +138,7 @@ void numeric_into(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, TC* 
       .cols = c.block_cols(),
       .L = detail::spgemm_operand(plan.left(), left_t, detail::stored_values(A).data(), nullptr, na.empty() ? nullptr : na.data()),
       .R = detail::spgemm_operand(plan.right(), right_t, detail::stored_values(B).data(), right_idx32(B, right_t),
-                                  nb.empty() ? nullptr : nb.data()),
+                                  nb.empty() ? nullptr : nb.data(), plan.right_repeats().data()),
       .c_ptr = c.block_row_ptr().data(),
       .c_idx = c.block_col_indices().data(),
       .c_vals = out,

@@ -34,10 +34,12 @@ template <class Matrix>
 using value_of = typename decltype(stored_values(std::declval<const Matrix&>()))::value_type;
 
 /// An operand of the kernel: the structure of `p` read by rows, or, `transposed`,
-/// through its transposed view (blocks read transposed).
+/// through its transposed view (blocks read transposed). `repeats` marks the rows (of the
+/// view read) that repeat the row before.
 template <class T>
 kernels::SpgemmOperand<T> spgemm_operand(const BsrPlan& p, bool transposed, const T* vals,
-                                         const std::int32_t* idx32 = nullptr, const double* norms = nullptr) {
+                                         const std::int32_t* idx32 = nullptr, const double* norms = nullptr,
+                                         const std::uint8_t* repeats = nullptr) {
   const BsrStructure& s = p.structure();
   if (!transposed)
     return {.ptr = s.block_row_ptr().data(),
@@ -46,7 +48,8 @@ kernels::SpgemmOperand<T> spgemm_operand(const BsrPlan& p, bool transposed, cons
             .perm = nullptr,
             .trans = false,
             .vals = vals,
-            .norms = norms};
+            .norms = norms,
+            .repeats = repeats};
   const BscView& v = p.transposed();
   return {.ptr = v.col_ptr.data(),
           .idx = v.row_idx.data(),
@@ -54,7 +57,8 @@ kernels::SpgemmOperand<T> spgemm_operand(const BsrPlan& p, bool transposed, cons
           .perm = v.perm.data(),
           .trans = s.block_size() > 1,
           .vals = vals,
-          .norms = norms};
+          .norms = norms,
+          .repeats = repeats};
 }
 
 /// Runs the numeric kernel for C's block rows [0, cost.size() - 1), split over threads

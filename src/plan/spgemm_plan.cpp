@@ -13,7 +13,6 @@
 #include "runtime/checks.hpp"
 #include "runtime/huge_pages.hpp"
 #include "runtime/parallel.hpp"
-#include "runtime/workspace.hpp"
 #include "trnsparse/spgemm.hpp"
 
 namespace trnsparse {
@@ -117,34 +116,66 @@ void for_row_columns(const SymbolicOperands& op, index_t i, F&& f) {
   }
 }
 
-/// The columns of the rows a thread has done, appended in the order it did them, in its
-/// Workspace::symbolic buffer: a thread's buffer is kept between products, so only the
-/// first products of a size fault its pages in.
+/// Buffers of column indices kept between plans: a symbolic phase writes as many columns
+/// as C has, and fresh memory costs more to fault in than the phase takes to fill it. A
+/// plan takes one for each of its threads and gives them back once C's indices are
+/// gathered, so no two plans share one.
+class ColumnBuffers {
+public:
+  std::vector<index_t> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return {};
+    std::vector<index_t> v = std::move(free_.back());
+    free_.pop_back();
+    return v;
+  }
+  void give(std::vector<index_t> v) {
+    if (v.empty()) return;
+    std::lock_guard lock(mutex_);
+    if (free_.size() < kKept) free_.push_back(std::move(v));
+  }
+
+private:
+  static constexpr std::size_t kKept = 8;
+  std::mutex mutex_;
+  std::vector<std::vector<index_t>> free_;
+};
+
+ColumnBuffers& column_buffers() {
+  static ColumnBuffers buffers;
+  return buffers;
+}
+
+/// The columns of the rows one thread has done, appended in the order it did them. The
+/// buffer is used to its capacity: its elements past size() are scratch.
 class ThreadColumns {
 public:
+  ThreadColumns() : buf_(column_buffers().take()) {}
+  ~ThreadColumns() { column_buffers().give(std::move(buf_)); }
+  ThreadColumns(ThreadColumns&& other) noexcept : buf_(std::move(other.buf_)), size_(other.size_) {}
+  ThreadColumns& operator=(ThreadColumns&&) = delete;
+
   [[nodiscard]] index_t size() const noexcept { return size_; }
-  [[nodiscard]] const index_t* data() const noexcept { return data_; }
-  /// `n` more elements at the end; their address. Called by the thread that owns the
-  /// buffer.
+  [[nodiscard]] const index_t* data() const noexcept { return buf_.data(); }
+  /// `n` more elements at the end; their address.
   index_t* append(index_t n) {
-    if (size_ + n > capacity_) {
-      // Growing keeps the columns found so far (a workspace that grows does not).
-      const std::vector<index_t> kept(data_, data_ + size_);
-      const auto have = static_cast<index_t>(thread_workspace_capacity(Workspace::symbolic) / sizeof(index_t));
-      const index_t want = size_ + n <= have ? have : std::max(size_ + n, 2 * capacity_);
-      data_ = reinterpret_cast<index_t*>(
-          thread_workspace(static_cast<std::size_t>(want) * sizeof(index_t), Workspace::symbolic));
-      capacity_ = want;
-      std::copy(kept.begin(), kept.end(), data_);
+    const auto want = static_cast<std::size_t>(size_ + n);
+    if (want > buf_.size()) {
+      // Grown on huge pages, keeping the columns found so far.
+      std::vector<index_t> bigger = huge_reserved<index_t>(
+          static_cast<index_t>(std::max({want, 2 * buf_.size(), std::size_t{1} << 16})), "spgemm_plan: C's columns");
+      bigger.insert(bigger.end(), buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(size_));
+      bigger.resize(bigger.capacity());
+      buf_.swap(bigger);
     }
-    index_t* at = data_ + size_;
+    index_t* at = buf_.data() + size_;
     size_ += n;
     return at;
   }
 
 private:
-  index_t* data_ = nullptr;
-  index_t size_ = 0, capacity_ = 0;
+  std::vector<index_t> buf_;
+  index_t size_ = 0;
 };
 
 /// One thread's scratch for the symbolic phase: the marks of the columns a row of C
@@ -226,13 +257,13 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   const std::vector<index_t> pieces = detail::balanced_split(cost_, detail::pieces_for(parts));
   const auto n_pieces = static_cast<index_t>(pieces.size()) - 1;
   // One pass: each thread appends the columns of the rows it does to its own buffer,
-  // and C's column indices are gathered from the buffers, piece by piece, at the end
-  // (after the team has finished with them).
+  // and C's column indices are gathered from the buffers, piece by piece, at the end.
   std::vector<index_t> ptr = detail::huge_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
   const std::vector<std::uint8_t> l_repeats = detail::repeated_rows(v.L);
-  const std::vector<std::uint8_t> r_repeats = v.R.idx == v.L.idx ? l_repeats : detail::repeated_rows(v.R);
-  const detail::SymbolicOperands op{v.L, v.R, l_repeats.data(), r_repeats.data()};
+  right_repeats_ = v.R.idx == v.L.idx ? l_repeats : detail::repeated_rows(v.R);
+  const detail::SymbolicOperands op{v.L, v.R, l_repeats.data(), right_repeats_.data()};
   std::vector<detail::SymbolicScratch> scratch;
+  scratch.reserve(static_cast<std::size_t>(parts));
   for (int t = 0; t < parts; ++t) scratch.emplace_back(v.block_cols);
   std::vector<int> piece_slot(static_cast<std::size_t>(n_pieces));
   std::vector<index_t> piece_at(static_cast<std::size_t>(n_pieces));

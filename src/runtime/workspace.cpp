@@ -17,14 +17,11 @@ struct FreeDeleter {
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-thread_local std::unique_ptr<std::byte, FreeDeleter> buffers[3];
-thread_local std::size_t capacities[3] = {0, 0, 0};
-
 }  // namespace
 
-std::size_t thread_workspace_capacity(Workspace slot) noexcept { return capacities[static_cast<int>(slot)]; }
-
 std::byte* thread_workspace(std::size_t bytes, Workspace slot) {
+  thread_local std::unique_ptr<std::byte, FreeDeleter> buffers[2];
+  thread_local std::size_t capacities[2] = {0, 0};
   std::unique_ptr<std::byte, FreeDeleter>& buffer = buffers[static_cast<int>(slot)];
   std::size_t& capacity = capacities[static_cast<int>(slot)];
   if (bytes <= capacity) return buffer.get();

@@ -10,16 +10,12 @@ namespace trnsparse::detail {
 
 /// Each thread's buffers: `kernel` for a kernel run's packed operands and scratch
 /// (ops/run.hpp), `operands` for what an op prepares before that run and the run reads
-/// (screened_spmm's masked blocks), so one does not move the other; `symbolic` for the
-/// column indices a SpGEMM plan's threads find before they are gathered.
-enum class Workspace { kernel, operands, symbolic };
+/// (screened_spmm's masked blocks), so one does not move the other.
+enum class Workspace { kernel, operands };
 
 /// At least `bytes` of 64-byte aligned memory in the calling thread's buffer `slot`.
 /// @throw OverflowError when the memory cannot be had.
 std::byte* thread_workspace(std::size_t bytes, Workspace slot = Workspace::kernel);
-
-/// The bytes the calling thread's buffer `slot` holds now (0 before its first use).
-std::size_t thread_workspace_capacity(Workspace slot) noexcept;
 
 /// `n` rounded up to a multiple of 64 (a cache line).
 constexpr std::size_t round_to_line(std::size_t n) noexcept { return (n + 63) / 64 * 64; }

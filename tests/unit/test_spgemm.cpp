@@ -186,10 +186,8 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
   using T = TypeParam;
   using TC = acc_t<T>;
   const RuntimeGuard guard;
-  for (const index_t b : {1, 3, 8, 9}) {
-    SCOPED_TRACE(::testing::Message() << "b " << b);
-    const BsrMatrix<T> A = random_bsr<T>(this->rng, 61, 50, b);
-    const BsrMatrix<T> B = random_bsr<T>(this->rng, 50, 45, b);
+  const auto check = [&](const BsrMatrix<T>& A, const BsrMatrix<T>& B) {
+    const index_t b = A.block_size();
     const auto plan = spgemm_plan(A, B);
     const index_t n = plan->stored() * b * b;
     std::vector<TC> want(static_cast<std::size_t>(n)), work(static_cast<std::size_t>(plan->structure()->block_cols() * b * b));
@@ -206,7 +204,15 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
           ASSERT_NEAR(got[e], want[e], 64 * u * (1 + std::fabs(want[e]))) << "value " << e;
       }
     });
+  };
+  for (const index_t b : {1, 3, 8, 9}) {
+    SCOPED_TRACE(::testing::Message() << "b " << b);
+    check(random_bsr<T>(this->rng, 61, 50, b), random_bsr<T>(this->rng, 50, 45, b));
   }
+  // Rows of B repeating the row before (three unknowns per node): read in runs.
+  SCOPED_TRACE("elasticity, b 1");
+  const BsrMatrix<T> E = to_bsr(cast<T>(elasticity3d<double>(3)), 1);
+  check(E, E);
 }
 
 TEST(Spgemm, ThreadCountsGiveIdenticalBits) {
@@ -390,6 +396,18 @@ TEST(Spgemm, ErrorsNameBothOperands) {
     ADD_FAILURE() << "no exception";
   } catch (const OverflowError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("B is 1 x 2147483649"));
+  }
+  // Operands of two blocks each whose product's four blocks of b² values would not fit
+  // index_t (4 b² > 2^63 - 1 >= 2 b²): refused by the symbolic phase, before any value.
+  const index_t b = (index_t{1} << 31) - 1;
+  const auto column = BsrStructure::make(2 * b, b, b, {0, 1, 2}, {0, 0});
+  const auto row = BsrStructure::make(b, 2 * b, b, {0, 2}, {0, 1});
+  try {
+    (void)SpgemmPlan(column, row, SpgemmForm::a_b);
+    ADD_FAILURE() << "no exception";
+  } catch (const OverflowError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("would overflow index_t"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("A is 4294967294 x 2147483647"));
   }
 }
 
