@@ -105,8 +105,9 @@ TYPED_TEST(SpgemmTyped, CsrMatchesDenseProductAndStructuralPattern) {
 
 TYPED_TEST(SpgemmTyped, BsrMatchesDenseProductForEveryBlockPath) {
   using T = TypeParam;
-  // The compiled small sizes, and sizes that run with b at run time (7, 16).
-  for (const index_t b : {2, 3, 4, 5, 6, 7, 8, 16}) {
+  // The compiled small sizes, a size that runs their loops with b at run time (7), and
+  // sizes on the microkernel (16; 17 and 33 leave a partial panel and strip).
+  for (const index_t b : {2, 3, 4, 5, 6, 7, 8, 16, 17, 33}) {
     for (const auto& [rows, inner, cols] : {std::tuple<index_t, index_t, index_t>{0, 5, 4}, {5, 0, 3}, {4, 6, 0},
                                             {13, 11, 9}, {40, 37, 29}}) {
       SCOPED_TRACE(::testing::Message() << "b " << b << ", " << rows << " x " << inner << " x " << cols);
@@ -158,9 +159,11 @@ TYPED_TEST(SpgemmTyped, TransposedFormsAndGalerkinMatchDense) {
   ref.magnitude = reference_gemm(1.0, abs_pt, ap.magnitude, 0.0, ds).value;
   ref.inner = 2 * ap.inner + 1;
   EXPECT_TRUE(near_product<T>(dense_of(galerkin(csr_from_dense(p.view()), csr_from_dense(s.view()))), ref));
-  const BsrMatrix<T> P = bsr_from_dense(p.view(), 3, this->rng, 0.1);
-  const BsrMatrix<T> S = bsr_from_dense(s.view(), 3, this->rng, 0.1);
-  EXPECT_TRUE(near_product<T>(dense_of(galerkin(P, S)), ref));
+  for (const index_t bs : {3, 16}) {  // Pᵀ read transposed by the small loops and the microkernel
+    const BsrMatrix<T> P = bsr_from_dense(p.view(), bs, this->rng, 0.1);
+    const BsrMatrix<T> S = bsr_from_dense(s.view(), bs, this->rng, 0.1);
+    EXPECT_TRUE(near_product<T>(dense_of(galerkin(P, S)), ref)) << "b " << bs;
+  }
 }
 
 /// The kernel problem of `plan` for A and B (plain form), as the ops build it.
@@ -205,7 +208,7 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
       }
     });
   };
-  for (const index_t b : {1, 3, 8, 9}) {
+  for (const index_t b : {1, 3, 8, 9, 17}) {
     SCOPED_TRACE(::testing::Message() << "b " << b);
     check(random_bsr<T>(this->rng, 61, 50, b), random_bsr<T>(this->rng, 50, 45, b));
   }

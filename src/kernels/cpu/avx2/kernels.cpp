@@ -2,8 +2,10 @@
 // doubles per microkernel tile, 8 of the 16 ymm registers holding accumulators.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -108,5 +110,6 @@ constexpr int kNV = 2;
 #include "kernels/cpu/bsr_tile.inc"
 #include "kernels/cpu/csr_tile.inc"
 #include "kernels/cpu/symmetric_tile.inc"
+#include "kernels/cpu/spgemm_tile.inc"
 
 }  // namespace trnsparse::kernels::cpu::avx2

@@ -3,8 +3,10 @@
 // holding accumulators, A broadcast straight from memory.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -20,5 +22,6 @@ namespace trnsparse::kernels::cpu::avx512 {
 #include "kernels/cpu/bsr_tile.inc"
 #include "kernels/cpu/csr_tile.inc"
 #include "kernels/cpu/symmetric_tile.inc"
+#include "kernels/cpu/spgemm_tile.inc"
 
 }  // namespace trnsparse::kernels::cpu::avx512

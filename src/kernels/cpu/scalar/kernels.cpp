@@ -1,6 +1,8 @@
 // Portable kernels: the tiling of bsr_tile.inc with one-lane "vectors", compiled for the
 // x86-64 baseline. TRNSPARSE_ISA=scalar selects them.
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -40,5 +42,6 @@ constexpr int kNV = 4;
 #include "kernels/cpu/bsr_tile.inc"
 #include "kernels/cpu/csr_tile.inc"
 #include "kernels/cpu/symmetric_tile.inc"
+#include "kernels/cpu/spgemm_tile.inc"
 
 }  // namespace trnsparse::kernels::cpu::scalar
