@@ -57,6 +57,19 @@ double rel_diff(index_t rows, const PX* xp, const IX* xi, const VX* xv, const PY
   return scale > 0 ? diff / scale : diff;
 }
 
+/// The block size of a problem's BSR row: a random_blocks:N:B:DENSITY problem's own B,
+/// 3 for elasticity (its unknowns per node), or --block-size when set below the other
+/// sections' default of 128; 0 for no BSR row.
+index_t bsr_block_size(const Options& o, const std::string& name) {
+  const std::string prefix = "random_blocks:";
+  if (name.rfind(prefix, 0) == 0) {  // random_blocks:N:B:DENSITY, already parsed by named_problem
+    const std::size_t n_end = name.find(':', prefix.size()), b_end = name.find(':', n_end + 1);
+    return std::stoll(name.substr(n_end + 1, b_end - n_end - 1));
+  }
+  if (o.block_size <= 8) return o.block_size;
+  return name.find("elasticity") != std::string::npos ? 3 : 0;
+}
+
 template <class T>
 void spgemm_rows(const Options& o, const Row& head, const Emit& emit) {
   const int threads = head_threads(head);
@@ -129,7 +142,7 @@ void spgemm_rows(const Options& o, const Row& head, const Emit& emit) {
                            {"rel_diff_vs_eigen", num(err)}});
     emit(row);
 
-    const index_t b = o.block_size <= 8 ? o.block_size : name.find("elasticity") != std::string::npos ? 3 : 0;
+    const index_t b = bsr_block_size(o, name);
     if (b < 2) continue;
     const BsrMatrix<T> Ab = to_bsr(A, b);
     const auto bsr_full = [&] {
@@ -151,6 +164,7 @@ void spgemm_rows(const Options& o, const Row& head, const Emit& emit) {
                              {"n_blocks_c", num(Cb.n_blocks())},
                              {"trnsparse_ms", num(bsr_ms)},
                              {"numeric_ms", num(bsr_numeric_ms)},
+                             {"numeric_gflops", num(2.0 * bplan->multiply_adds() / bsr_numeric_ms / 1e6)},
                              {"csr_ms", num(csr_ms)},
                              {"speedup_vs_csr", num(csr_ms / bsr_ms)},
                              {"rel_diff_vs_csr", num(rel_diff(C.rows(), Cc.row_ptr().data(), Cc.col_indices().data(),
