@@ -95,7 +95,7 @@ def run(args) -> None:
     base = {"threads": args.threads}
     for shape in args.shapes.split(","):
         n_in, n_out = (int(v) for v in shape.split("x"))
-        for dname in args.dtypes.split(","):
+        for dname in filter(None, args.dtypes.split(",")):
             dtype = _DTYPES[dname]
             torch.manual_seed(0)
             dense = torch.nn.Linear(n_in, n_out, dtype=dtype)
@@ -143,7 +143,7 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=2048)
     p.add_argument("--densities", default="1.0,0.5,0.25,0.1")
     p.add_argument("--blocks", default="32,64,128")
-    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--dtypes", default="float32,bfloat16", help="empty: decode rows only")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--forward-only", action="store_true", help="skip the forward + backward rows")
