@@ -247,18 +247,11 @@ namespace {
 
 template <SolverValue T>
 amg::InputShape shape_of(const CsrMatrix<T>& A) {
-  amg::InputShape s;
-  s.rows = A.rows();
-  s.nnz = A.nnz();
-  s.hash = amg::csr_pattern_hash(A.row_ptr(), A.col_indices());
-  return s;
+  return {.bsr = false, .structure = A.structure_ptr()};
 }
 template <SolverValue T>
 amg::InputShape shape_of(const BsrMatrix<T>& A) {
-  amg::InputShape s;
-  s.bsr = true;
-  s.structure = A.structure_ptr();
-  return s;
+  return {.bsr = true, .structure = A.structure_ptr()};
 }
 
 }  // namespace
@@ -316,8 +309,7 @@ template <SolverValue T>
 void Amg<T>::update(const CsrMatrix<T>& A) {
   Impl& m = *impl_;
   const amg::InputShape& s = m.input;
-  const bool same = !s.bsr && A.rows() == s.rows && A.cols() == s.rows && A.nnz() == s.nnz &&
-                    amg::csr_pattern_hash(A.row_ptr(), A.col_indices()) == s.hash;
+  const bool same = !s.bsr && s.is(A.structure_ptr());
   if (!same)
     throw InvalidArgument(concat("amg: update: A (CSR, ", A.rows(), " x ", A.cols(), ", ", A.nnz(),
                                  " entries) does not have the structure M was built from"));
@@ -328,7 +320,7 @@ template <SolverValue T>
 void Amg<T>::update(const BsrMatrix<T>& A) {
   Impl& m = *impl_;
   const amg::InputShape& s = m.input;
-  const bool same = s.bsr && (A.structure_ptr() == s.structure || A.structure() == *s.structure);
+  const bool same = s.bsr && s.is(A.structure_ptr());
   if (!same)
     throw InvalidArgument(concat("amg: update: A (BSR, ", A.rows(), " x ", A.cols(), ", block size ", A.block_size(),
                                  ") does not have the structure M was built from"));

@@ -103,17 +103,17 @@ struct Work {
   detail::UnitRanges ranges;
 };
 
-/// How A was given: update() checks that a new A has this structure.
+/// How A was given: update() checks that a new A has this structure (shared with A: a
+/// CSR matrix's pattern is a block-size-1 structure).
 struct InputShape {
   bool bsr = false;
-  index_t rows = 0, nnz = 0;
-  std::uint64_t hash = 0;                         // CSR input: csr_pattern_hash
-  std::shared_ptr<const BsrStructure> structure;  // BSR input
-};
+  std::shared_ptr<const BsrStructure> structure;
 
-/// A 64-bit hash of a CSR pattern (row lengths and columns), chunks of rows hashed on
-/// the library's threads and combined in order: the same for any thread count.
-std::uint64_t csr_pattern_hash(std::span<const index_t> row_ptr, std::span<const index_t> col_idx);
+  /// Whether `other` is the structure M was built from.
+  [[nodiscard]] bool is(const std::shared_ptr<const BsrStructure>& other) const {
+    return other == structure || *other == *structure;
+  }
+};
 
 /// The level-0 operator as the hierarchy stores it (block size g): A itself, viewed, when
 /// its storage serves (CSR with g = 1, BSR with block size g), else a re-blocked copy.

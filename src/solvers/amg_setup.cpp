@@ -1286,35 +1286,6 @@ Mat<T> fine_operator(const BsrMatrix<T>& A, index_t g, const char* who) {
   return M;
 }
 
-std::uint64_t csr_pattern_hash(std::span<const index_t> row_ptr, std::span<const index_t> col_idx) {
-  const auto rows = static_cast<index_t>(row_ptr.size()) - 1;
-  const index_t chunk = 1 << 16;
-  const index_t chunks = detail::ceil_div(std::max<index_t>(rows, 0), chunk);
-  std::vector<std::uint64_t> h(static_cast<std::size_t>(chunks));
-  const auto mix = [](std::uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  };
-  for_chunks(chunks, 1, detail::work_ns(detail::Work::stream, static_cast<double>(col_idx.size())),
-             [&](index_t c0, index_t c1) {
-               for (index_t c = c0; c < c1; ++c) {
-                 std::uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(c + 1);
-                 for (index_t i = c * chunk; i < std::min(rows, (c + 1) * chunk); ++i) {
-                   x = mix(x ^ static_cast<std::uint64_t>(row_ptr[i + 1] - row_ptr[i]));
-                   for (index_t p = row_ptr[i]; p < row_ptr[i + 1]; ++p)
-                     x = x * 0x100000001b3ull ^ static_cast<std::uint64_t>(col_idx[p]);
-                 }
-                 h[c] = x;
-               }
-             });
-  std::uint64_t total = static_cast<std::uint64_t>(rows);
-  for (const auto x : h) total = mix(total ^ x);
-  return total;
-}
-
 template <SolverValue T>
 void build(std::vector<Level<T>>& levels, Coarse& coarse, std::vector<double> B, index_t k,
            const AmgOptions<T>& options, bool fresh) {

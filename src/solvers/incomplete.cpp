@@ -21,21 +21,6 @@
 
 namespace trnsparse {
 
-namespace {
-
-/// A 64-bit hash of a CSR structure (its shape, row pointers and column indices), so
-/// that `update` recognises the structure without keeping a copy of it.
-template <class T>
-std::uint64_t structure_hash(const CsrMatrix<T>& A) {
-  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ static_cast<std::uint64_t>(A.rows());
-  const auto mix = [&h](index_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 0xff51afd7ed558ccdull; };
-  for (const index_t p : A.row_ptr()) mix(p);
-  for (const index_t j : A.col_indices()) mix(j);
-  return h ^ (h >> 33);
-}
-
-}  // namespace
-
 template <SolverValue T>
 struct IncompleteFactorization<T>::Impl {
   Kind kind;
@@ -43,9 +28,15 @@ struct IncompleteFactorization<T>::Impl {
   index_t n = 0;
   // Rows [bounds[k], bounds[k + 1]) form block k; entries between blocks are dropped.
   std::vector<index_t> bounds;
-  // The matrix the factors were built from, to check the structure `update` gets.
-  std::shared_ptr<const BsrStructure> bsr;  // null when built from CSR
-  std::uint64_t csr_structure = 0;           // structure_hash of A when built from CSR
+  // The structure the factors were built from (shared with A), to check the one
+  // `update` gets, and whether A was BSR.
+  std::shared_ptr<const BsrStructure> structure;
+  bool from_bsr = false;
+
+  /// Whether `other` is the structure the factors were built from.
+  [[nodiscard]] bool built_from(const std::shared_ptr<const BsrStructure>& other) const {
+    return other == structure || *other == *structure;
+  }
   // The working pattern (CSR), where each entry's value comes from in A's values, and
   // the position of each row's diagonal.
   std::vector<index_t> ptr, idx, src, diag;
@@ -198,7 +189,7 @@ struct IncompleteFactorization<T>::Impl {
 
   void init_csr(const CsrMatrix<T>& A) {
     n = A.rows();
-    csr_structure = structure_hash(A);
+    structure = A.structure_ptr();
     const auto ptr_a = A.row_ptr();
     const auto idx_a = A.col_indices();
     build_pattern([&](auto&& emit, auto&& end_row) {
@@ -213,9 +204,10 @@ struct IncompleteFactorization<T>::Impl {
 
   void init_bsr(const BsrMatrix<T>& A) {
     n = A.rows();
-    bsr = A.structure_ptr();
-    const index_t b = A.block_size(), nb = bsr->block_rows();
-    const auto bp = bsr->block_row_ptr(), bc = bsr->block_col_indices();
+    structure = A.structure_ptr();
+    from_bsr = true;
+    const index_t b = A.block_size(), nb = structure->block_rows();
+    const auto bp = structure->block_row_ptr(), bc = structure->block_col_indices();
     build_pattern([&](auto&& emit, auto&& end_row) {
       for (index_t I = 0; I < nb; ++I)
         for (index_t r = 0; r < b && I * b + r < n; ++r) {
@@ -294,18 +286,18 @@ void IncompleteFactorization<T>::apply(std::span<const T> r, std::span<T> z) con
 template <SolverValue T>
 void IncompleteFactorization<T>::update(const CsrMatrix<T>& A) {
   auto& s = *impl_;
-  if (s.bsr || A.rows() != s.n || A.cols() != s.n || structure_hash(A) != s.csr_structure)
+  if (s.from_bsr || !s.built_from(A.structure_ptr()))
     throw InvalidArgument(detail::concat(s.who, ".update: A's structure differs from the one the factors were built from",
-                                         s.bsr ? " (a BSR matrix)" : ""));
+                                         s.from_bsr ? " (a BSR matrix)" : ""));
   s.factor(A.values());
 }
 
 template <SolverValue T>
 void IncompleteFactorization<T>::update(const BsrMatrix<T>& A) {
   auto& s = *impl_;
-  if (!s.bsr || !(A.structure() == *s.bsr))
+  if (!s.from_bsr || !s.built_from(A.structure_ptr()))
     throw InvalidArgument(detail::concat(s.who, ".update: A's structure differs from the one the factors were built from",
-                                         s.bsr ? "" : " (a CSR matrix)"));
+                                         s.from_bsr ? "" : " (a CSR matrix)"));
   s.factor(A.blocks());
 }
 
