@@ -184,9 +184,9 @@ auto multiply_with(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, dou
   const std::shared_ptr<const BsrStructure>& c = plan.structure();
   const index_t bb = c->block_size() * c->block_size();
   std::vector<TC> vals = detail::huge_vector<TC>(plan.stored() * bb, "multiply: C's values");
-  // Block products below the drop tolerance's bound are skipped (BSR only: a CSR
-  // entry's products are single multiplications).
-  numeric_into(plan, A, B, vals.data(), blocked ? drop_tolerance : 0.0);
+  // A BSR product also skips block products whose norm bound is at or below the
+  // tolerance (numeric_into; a CSR entry's products are single multiplications).
+  numeric_into(plan, A, B, vals.data(), drop_tolerance);
   if (drop_tolerance > 0.0) {
     Filtered<TC> f = filter(*c, vals, drop_tolerance);
     return Result(detail::trusted_structure(c->rows(), c->cols(), c->block_size(), std::move(f.ptr), std::move(f.idx)),

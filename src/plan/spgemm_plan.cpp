@@ -188,7 +188,7 @@ struct alignas(64) SymbolicScratch {
   ThreadColumns out;
   explicit SymbolicScratch(index_t cols)
       : bits(make_vector<std::uint64_t>(cols / 64 + 1, "spgemm_plan: column bits")),
-        summary(make_vector<std::uint64_t>(cols / 4096 + 1, "spgemm_plan: column bits")) {}
+        summary(make_vector<std::uint64_t>(cols / 4096 + 1, "spgemm_plan: column summary")) {}
 };
 
 /// Appends row i's sorted, distinct columns to `m.out`; returns their number. Each
