@@ -168,12 +168,6 @@ py::object on_real(const H& h, const char* who, F&& f) {
       h.m);
 }
 
-/// on_real for the BSR-only solvers of 0.6's contract.
-template <class F>
-py::object on_real_bsr(const Bsr& h, const char* who, F&& f) {
-  return on_real(h, who, std::forward<F>(f));
-}
-
 /// The elements of a one-column buffer, or an empty span for None.
 template <class T>
 std::span<const T> span_of(const std::optional<DenseArg>& a) {

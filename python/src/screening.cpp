@@ -8,7 +8,7 @@ namespace trnsparse::python {
 /// Binds screened_spmm (square A, one diagonal for rows and columns) and its backward.
 void bind_screening(py::module_& m) {
   m.def("screened_spmm", [](const Bsr& h, const DenseArg& diag, const DenseArg& B, double threshold) {
-    return on_real_bsr(h, "screened_spmm", [&](const auto& A) -> py::object {
+    return on_real(h, "screened_spmm", [&](const auto& A) -> py::object {
       using T = matrix_value_t<decltype(A)>;
       auto C = [&] {
         py::gil_scoped_release nogil;
@@ -20,7 +20,7 @@ void bind_screening(py::module_& m) {
   // (dA on A's structure, dB) of C = (A ∘ M) B for the output gradient dC.
   m.def("screened_spmm_backward",
         [](const Bsr& h, const DenseArg& diag, const DenseArg& B, const DenseArg& dC, double threshold) {
-          return on_real_bsr(h, "screened_spmm", [&](const auto& A) -> py::object {
+          return on_real(h, "screened_spmm", [&](const auto& A) -> py::object {
             using T = matrix_value_t<decltype(A)>;
             const std::span<const T> d = span_of<T>(diag);
             auto g = [&] {

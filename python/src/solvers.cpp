@@ -19,7 +19,7 @@ py::tuple solve_tuple(SolveResult<T>&& res) {
 void bind_solvers(py::module_& m) {
   using Opt = std::optional<DenseArg>;
   m.def("cg", [](const Bsr& h, const DenseArg& b, const Opt& x0, double tol, index_t max_iter, const Opt& minv) {
-    return on_real_bsr(h, "cg_bsr", [&](const auto& A) -> py::object {
+    return on_real(h, "cg_bsr", [&](const auto& A) -> py::object {
       using T = matrix_value_t<decltype(A)>;
       auto res = [&] {
         py::gil_scoped_release nogil;
@@ -33,7 +33,7 @@ void bind_solvers(py::module_& m) {
   // x0, when given, is a contiguous n x k buffer.
   m.def("cg_block", [](const Bsr& h, const DenseArg& B, const Opt& x0, double tol, index_t max_iter,
                        const Opt& minv) {
-    return on_real_bsr(h, "cg_bsr", [&](const auto& A) -> py::object {
+    return on_real(h, "cg_bsr", [&](const auto& A) -> py::object {
       using T = matrix_value_t<decltype(A)>;
       const DenseView<const T> Bv = view_of<const T>(B);
       const std::span<const T> x0v =
@@ -51,7 +51,7 @@ void bind_solvers(py::module_& m) {
     });
   });
   m.def("chebyshev", [](const Bsr& h, const DenseArg& b, double lmin, double lmax, index_t steps, const Opt& x0) {
-    return on_real_bsr(h, "chebyshev_bsr", [&](const auto& A) -> py::object {
+    return on_real(h, "chebyshev_bsr", [&](const auto& A) -> py::object {
       using T = matrix_value_t<decltype(A)>;
       auto res = [&] {
         py::gil_scoped_release nogil;
@@ -61,7 +61,7 @@ void bind_solvers(py::module_& m) {
     });
   });
   m.def("richardson", [](const Bsr& h, const DenseArg& b, double omega, index_t steps, const Opt& x0) {
-    return on_real_bsr(h, "richardson_bsr", [&](const auto& A) -> py::object {
+    return on_real(h, "richardson_bsr", [&](const auto& A) -> py::object {
       using T = matrix_value_t<decltype(A)>;
       auto res = [&] {
         py::gil_scoped_release nogil;
@@ -72,7 +72,7 @@ void bind_solvers(py::module_& m) {
   });
   // (eigenvalue, unit eigenvector, iterations, converged) from the core's fixed start.
   m.def("power_iteration", [](const Bsr& h, index_t max_iter, double tol) {
-    return on_real_bsr(h, "power_iteration_bsr", [&](const auto& A) -> py::object {
+    return on_real(h, "power_iteration_bsr", [&](const auto& A) -> py::object {
       using T = matrix_value_t<decltype(A)>;
       auto res = [&] {
         py::gil_scoped_release nogil;
@@ -82,7 +82,7 @@ void bind_solvers(py::module_& m) {
     });
   });
   m.def("jacobi_preconditioner", [](const Bsr& h) {
-    return on_real_bsr(h, "jacobi_preconditioner_bsr", [&](const auto& A) -> py::object {
+    return on_real(h, "jacobi_preconditioner_bsr", [&](const auto& A) -> py::object {
       auto d = [&] {
         py::gil_scoped_release nogil;
         return jacobi_preconditioner(A);
