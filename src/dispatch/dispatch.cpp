@@ -41,24 +41,34 @@ kernels::CsrKernels<TA, TY> csr_table() {
   return t;
 }
 
+/// The AVX-512 BSR table, with bf16 operands on vdpbf16ps where the CPU has it.
+template <class TA, class TY>
+kernels::BsrKernels<TA, TY> avx512_bsr() {
+  if constexpr (std::is_same_v<TA, bf16>)
+    if (cpu_features().avx512_bf16) return cpu::avx512bf16::bsr_kernels_bf16<TY>();
+  return cpu::avx512::bsr_kernels<TA, TY>();
+}
+
+/// The AVX-512 symmetric table, likewise.
+template <class TA, class TY>
+kernels::SymmetricKernels<TA, TY> avx512_symmetric() {
+  if constexpr (std::is_same_v<TA, bf16>)
+    if (cpu_features().avx512_bf16) return cpu::avx512bf16::symmetric_kernels_bf16<TY>();
+  return cpu::avx512::symmetric_kernels<TA, TY>();
+}
+
 }  // namespace
 
 template <class TA, class TY>
 const kernels::BsrKernels<TA, TY>& bsr_kernels() {
-  static const kernels::BsrKernels<TA, TY> scalar = cpu::scalar::bsr_kernels<TA, TY>();
-  static const kernels::BsrKernels<TA, TY> avx2 = cpu::avx2::bsr_kernels<TA, TY>();
-  static const kernels::BsrKernels<TA, TY> avx512 = [] {
-    if constexpr (std::is_same_v<TA, bf16>)
-      if (cpu_features().avx512_bf16) return cpu::avx512bf16::bsr_kernels_bf16<TY>();
-    return cpu::avx512::bsr_kernels<TA, TY>();
-  }();
-  return pick(scalar, avx2, avx512);
+  return per_isa<kernels::BsrKernels<TA, TY>, &cpu::scalar::bsr_kernels<TA, TY>, &cpu::avx2::bsr_kernels<TA, TY>,
+                 &avx512_bsr<TA, TY>>();
 }
 
 template <class TA, class TY>
 const kernels::SymmetricKernels<TA, TY>& symmetric_kernels() {
   return per_isa<kernels::SymmetricKernels<TA, TY>, &cpu::scalar::symmetric_kernels<TA, TY>,
-                 &cpu::avx2::symmetric_kernels<TA, TY>, &cpu::avx512::symmetric_kernels<TA, TY>>();
+                 &cpu::avx2::symmetric_kernels<TA, TY>, &avx512_symmetric<TA, TY>>();
 }
 
 template <class TA, class TY>

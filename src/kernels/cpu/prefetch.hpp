@@ -7,12 +7,27 @@
 // prefetches through this one.
 #pragma once
 
+#include "trnsparse/types.hpp"
+
 namespace trnsparse::kernels::cpu {
+
+/// How far ahead (entries) a CSR SpMV prefetches its value and index streams.
+constexpr index_t kSpmvAhead = 128;
 
 /// prefetcht0 of the cache line holding p (p need not be dereferenceable: a prefetch
 /// never faults). The address goes in as a register, not a memory operand: an asm that
 /// reads memory through a char pointer may read anything as far as GCC knows, so it
 /// would store the caller's accumulators back to the stack before every prefetch.
 [[gnu::always_inline]] inline void prefetch_line(const void* p) { asm volatile("prefetcht0 (%0)" : : "r"(p)); }
+
+/// prefetch_line of every cache line of [from, to), `ahead` bytes further on: one request
+/// a line for a stretch read next, however many elements the line holds.
+template <class T>
+[[gnu::always_inline]] inline void prefetch_range(const T* from, const T* to, long ahead) {
+  const char* p = reinterpret_cast<const char*>(from) + ahead;
+  const char* const end = reinterpret_cast<const char*>(to) + ahead;
+  p -= reinterpret_cast<unsigned long>(p) % 64;
+  for (; p < end; p += 64) prefetch_line(p);
+}
 
 }  // namespace trnsparse::kernels::cpu

@@ -35,6 +35,9 @@ namespace avx512bf16 {
 /// Pair products (an even block size and a non-transposed A; otherwise the avx512
 /// widening kernel runs).
 template <class TY> BsrKernels<bf16, TY> bsr_kernels_bf16();
+/// Symmetric products with pair kernels for block triangles (CSR triangles run
+/// symmetric_tile.inc's loop).
+template <class TY> SymmetricKernels<bf16, TY> symmetric_kernels_bf16();
 AttentionKernels<bf16> attention_kernels_bf16();
 }  // namespace avx512bf16
 

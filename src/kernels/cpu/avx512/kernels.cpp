@@ -22,6 +22,7 @@ namespace trnsparse::kernels::cpu::avx512 {
 #include "kernels/cpu/bsr_tile.inc"
 #include "kernels/cpu/csr_tile.inc"
 #include "kernels/cpu/symmetric_tile.inc"
+#include "kernels/cpu/symmetric_table.inc"
 #include "kernels/cpu/spgemm_tile.inc"
 
 }  // namespace trnsparse::kernels::cpu::avx512

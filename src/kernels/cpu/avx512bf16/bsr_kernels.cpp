@@ -20,11 +20,13 @@
 
 #include "kernels/cpu/tables.hpp"
 #include "kernels/cpu/prefetch.hpp"
+#include "plan/csr_analysis.hpp"
 
 namespace trnsparse::kernels::cpu::avx512bf16 {
 
 #include "kernels/cpu/avx512/vec.inc"
 #include "kernels/cpu/bsr_tile.inc"
+#include "kernels/cpu/symmetric_tile.inc"
 
 namespace {
 
@@ -412,6 +414,168 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
   }
 }
 
+
+// Symmetric SpMV from a block triangle (symmetric_tile.inc's frame, block_triangle_chunk),
+// as pairs. A block row's own sums go to lanes r S + t = A(r, 2t) x(2t) + A(r, 2t + 1)
+// x(2t + 1) of its blocks' columns' x, as in the pair SpMV, and add up over t at the end
+// of the row. A block's mirrors go straight to its column's slot, lane k: S vdpbf16ps
+// steps, step s adding A(2s, k) x(2s) + A(2s + 1, k) x(2s + 1) of the block row's x. A
+// slot is thus B lanes (of 4 or 8), not a lane per entry: the slots that rows reach
+// ahead stay in the L1 cache. One word permute of the block gives each set of pairs;
+// the diagonal block's own pairs come whole from its stored triangle by a permute of
+// their own, so it needs no widened copy. Pads (an odd B's last pair) are zero words in
+// both A and x, as in the pair SpMV.
+template <int B, bool Upper>
+struct PairSymmetricLanes {
+  static constexpr int S = (B + 1) / 2;         // pairs per row (or column) of a block
+  static constexpr int NL = (B * S + 15) / 16;  // registers of own lanes
+  static constexpr int SK = B <= 4 ? 4 : 8;     // a slot's lanes: an xmm or a ymm register
+  // A block is one register of words for B² <= 32, else two ([0, 32) and [32, 64)),
+  // loaded to its B² words: word 31, or 63, is zero for every B with pads (odd, B² <= 49).
+  static constexpr bool one = B * B <= 32;
+  static constexpr std::uint16_t kZeroA = one ? 31 : 63;
+  // x's B words of a block row are loaded into a register whose words from 8 on are zero.
+  static constexpr std::uint16_t kZeroX = 31;
+  using Words = std::array<std::uint16_t, 32>;
+  struct Table {
+    Words own[NL], diagonal[NL], mirror[S];  // words of the block's two registers
+    Words x_own[NL];                         // words of x's register
+  };
+  static constexpr Table table = [] {
+    Table t{};
+    for (int w = 0; w < 32; ++w) {
+      const int h = w % 2;
+      for (int v = 0; v < NL; ++v) {
+        const int d = 16 * v + w / 2, r = d / S, k = 2 * (d % S) + h;  // own lane d: A(r, k), x(k)
+        const bool own = d < B * S && k < B;
+        const int lo = r < k ? r : k, hi = r < k ? k : r;
+        t.own[v][w] = static_cast<std::uint16_t>(own ? r * B + k : kZeroA);
+        t.diagonal[v][w] = static_cast<std::uint16_t>(own ? (Upper ? lo * B + hi : hi * B + lo) : kZeroA);
+        t.x_own[v][w] = static_cast<std::uint16_t>(own ? k : kZeroX);
+      }
+      for (int s = 0; s < S; ++s) {
+        const int k = w / 2, r = 2 * s + h;  // step s, slot lane k: A(r, k), x(r)
+        t.mirror[s][w] = static_cast<std::uint16_t>(k < B && r < B ? r * B + k : kZeroA);
+      }
+    }
+    return t;
+  }();
+};
+
+/// symmetric_blocks_local's work for bf16 blocks (p.b = B <= 8) on vdpbf16ps.
+template <int B, bool Upper, class TY, class I>
+void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, const detail::SymmetricChunks& s,
+                           index_t c, float* buffer) {
+  using L = PairSymmetricLanes<B, Upper>;
+  constexpr int NL = L::NL, S = L::S, SK = L::SK;
+  constexpr index_t BB = B * B;
+  const index_t n = p.n;
+  const bf16* const values = p.values;
+  const bf16* const x = p.x;
+  __m512i own_words[NL], diagonal_words[NL], x_own[NL], mirror_words[S];
+  for (int v = 0; v < NL; ++v) {
+    own_words[v] = _mm512_loadu_si512(L::table.own[v].data());
+    diagonal_words[v] = _mm512_loadu_si512(L::table.diagonal[v].data());
+    x_own[v] = _mm512_loadu_si512(L::table.x_own[v].data());
+  }
+  for (int t = 0; t < S; ++t) mirror_words[t] = _mm512_loadu_si512(L::table.mirror[t].data());
+  // x's words of block row j (B <= 8 of them; zero past n and from word 8 on); Whole:
+  // all 8 are within x.
+  const auto x_words = [&](index_t j, auto whole) {
+    const index_t k0 = j * B;
+    return _mm512_zextsi128_si512(
+        decltype(whole)::value || k0 + 8 <= n
+            ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k0))
+            : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (n - k0 < 8 ? n - k0 : 8)) - 1u), x + k0));
+  };
+  // Block q's words in one register or two, nothing read past its B² words.
+  const auto block_words = [&](index_t q, __m512i& lo, __m512i& hi) {
+    const bf16* a = values + q * BB;
+    constexpr __mmask32 lo_words = BB >= 32 ? ~__mmask32{0} : (__mmask32{1} << (BB % 32)) - 1;
+    constexpr __mmask32 hi_words = BB >= 64 ? ~__mmask32{0} : BB > 32 ? (__mmask32{1} << (BB % 32)) - 1 : 0;
+    lo = _mm512_maskz_loadu_epi16(lo_words, a);
+    if constexpr (!L::one) hi = _mm512_maskz_loadu_epi16(hi_words, a + 32);
+  };
+  // The words of table `words` from the block's register(s).
+  const auto permute = [](__m512i words, __m512i lo, __m512i hi) {
+    if constexpr (L::one) return _mm512_permutexvar_epi16(words, lo);
+    else return _mm512_permutex2var_epi16(lo, words, hi);
+  };
+  const auto dp = [](__m512 acc, __m512i a, __m512i b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); };
+  // A slot's steps, in an xmm or a ymm register.
+  const auto add_to_slot = [](float* slot, const __m512i (&pairs)[S], const __m512i (&xs)[S]) {
+    if constexpr (SK == 4) {
+      __m128 v = _mm_load_ps(slot);
+      for (int t = 0; t < S; ++t)
+        v = _mm_dpbf16_ps(v, (__m128bh)_mm512_castsi512_si128(pairs[t]), (__m128bh)_mm512_castsi512_si128(xs[t]));
+      _mm_store_ps(slot, v);
+    } else {
+      __m256 v = _mm256_load_ps(slot);
+      for (int t = 0; t < S; ++t)
+        v = _mm256_dpbf16_ps(v, (__m256bh)_mm512_castsi512_si256(pairs[t]), (__m256bh)_mm512_castsi512_si256(xs[t]));
+      _mm256_store_ps(slot, v);
+    }
+  };
+  block_triangle_chunk<B, Upper, SK, 1>(p, idx, s, c, buffer, [&](index_t i, index_t q0, index_t q1, bool has_diag,
+                                                                   float* slots, float* own)
+                                                                   __attribute__((always_inline)) {
+    const __m512i xi = x_words(i, std::false_type{});
+    // Step t's x: x(2t), x(2t + 1) (zero past B) of the block row in every dword.
+    alignas(16) std::uint16_t xw[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(xw), _mm512_castsi512_si128(xi));
+    __m512i xm[S];
+    for (int t = 0; t < S; ++t)
+      xm[t] = _mm512_set1_epi32(static_cast<int>(xw[2 * t] | (2 * t + 1 < B ? std::uint32_t{xw[2 * t + 1]} << 16 : 0u)));
+    __m512 acc[2][NL];
+    for (int v = 0; v < NL; ++v) acc[0][v] = acc[1][v] = _mm512_setzero_ps();
+    const auto blocks = [&](auto whole) __attribute__((always_inline)) {
+      const auto block = [&](index_t q, __m512(&sum)[NL]) __attribute__((always_inline)) {
+        const index_t j = idx[q];
+        const __m512i xj = x_words(j, whole);
+        __m512i lo, hi;
+        block_words(q, lo, hi);
+        for (int v = 0; v < NL; ++v)
+          sum[v] = dp(sum[v], permute(own_words[v], lo, hi), _mm512_permutexvar_epi16(x_own[v], xj));
+        __m512i pairs[S];
+        for (int t = 0; t < S; ++t) pairs[t] = permute(mirror_words[t], lo, hi);
+        add_to_slot(slots + j * SK, pairs, xm);
+      };
+      index_t q = q0;
+      for (; q + 1 < q1; q += 2) {
+        block(q, acc[0]);
+        block(q + 1, acc[1]);
+      }
+      if (q < q1) block(q, acc[0]);
+    };
+    // Prefetched as in symmetric_blocks_local.
+    prefetch_range(values + q0 * BB, values + q1 * BB, 8192);
+    prefetch_range(idx + q0, idx + q1, 512);
+    // A row's columns ascend: x's words are read whole up to its last one but n's.
+    if (q0 < q1 && index_t{idx[q1 - 1]} * B + 8 <= n) blocks(std::true_type{});
+    else blocks(std::false_type{});
+    if (has_diag) {
+      __m512i lo, hi;
+      block_words(Upper ? q0 - 1 : q1, lo, hi);
+      for (int v = 0; v < NL; ++v)
+        acc[0][v] = dp(acc[0][v], permute(diagonal_words[v], lo, hi), _mm512_permutexvar_epi16(x_own[v], xi));
+    }
+    alignas(64) float lane[NL * 16];
+    for (int v = 0; v < NL; ++v) _mm512_store_ps(lane + 16 * v, _mm512_add_ps(acc[0][v], acc[1][v]));
+    for (int r = 0; r < B; ++r) {
+      float sum = lane[r * S];
+      for (int t = 1; t < S; ++t) sum += lane[r * S + t];
+      own[r] = sum;
+    }
+  });
+}
+
+template <class TY>
+void pair_symmetric_local(const SymmetricProduct<bf16, TY>& p, const detail::SymmetricChunks& s, index_t c,
+                          float* buffer, double* dot) {
+  symmetric_local_by(p, s, c, buffer, dot, [&](auto B, auto upper, const auto* idx) {
+    pair_symmetric_blocks<decltype(B)::value, decltype(upper)::value>(p, idx, s, c, buffer);
+  });
+}
 }  // namespace
 
 template <class TY>
@@ -420,5 +584,12 @@ BsrKernels<bf16, TY> bsr_kernels_bf16() {
 }
 template BsrKernels<bf16, float> bsr_kernels_bf16<float>();
 template BsrKernels<bf16, bf16> bsr_kernels_bf16<bf16>();
+
+template <class TY>
+SymmetricKernels<bf16, TY> symmetric_kernels_bf16() {
+  return {&pair_symmetric_local<TY>, &symmetric_combine<bf16, TY>};
+}
+template SymmetricKernels<bf16, float> symmetric_kernels_bf16<float>();
+template SymmetricKernels<bf16, bf16> symmetric_kernels_bf16<bf16>();
 
 }  // namespace trnsparse::kernels::cpu::avx512bf16
