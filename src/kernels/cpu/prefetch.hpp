@@ -11,7 +11,8 @@
 
 namespace trnsparse::kernels::cpu {
 
-/// How far ahead (entries) a CSR SpMV prefetches its value and index streams.
+/// How far ahead (entries) a CSR row loop prefetches its value and index streams (the
+/// symmetric one's; csr_tile.inc's kCsrAhead starts from it).
 constexpr index_t kSpmvAhead = 128;
 
 /// prefetcht0 of the cache line holding p (p need not be dereferenceable: a prefetch
