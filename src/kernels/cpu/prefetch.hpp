@@ -7,13 +7,11 @@
 // prefetches through this one.
 #pragma once
 
+#include <cstdint>
+
 #include "trnsparse/types.hpp"
 
 namespace trnsparse::kernels::cpu {
-
-/// How far ahead (entries) a CSR row loop prefetches its value and index streams (the
-/// symmetric one's; csr_tile.inc's kCsrAhead starts from it).
-constexpr index_t kSpmvAhead = 128;
 
 /// prefetcht0 of the cache line holding p (p need not be dereferenceable: a prefetch
 /// never faults). The address goes in as a register, not a memory operand: an asm that
@@ -24,10 +22,10 @@ constexpr index_t kSpmvAhead = 128;
 /// prefetch_line of every cache line of [from, to), `ahead` bytes further on: one request
 /// a line for a stretch read next, however many elements the line holds.
 template <class T>
-[[gnu::always_inline]] inline void prefetch_range(const T* from, const T* to, long ahead) {
+[[gnu::always_inline]] inline void prefetch_range(const T* from, const T* to, index_t ahead) {
   const char* p = reinterpret_cast<const char*>(from) + ahead;
   const char* const end = reinterpret_cast<const char*>(to) + ahead;
-  p -= reinterpret_cast<unsigned long>(p) % 64;
+  p -= reinterpret_cast<std::uintptr_t>(p) % 64;
   for (; p < end; p += 64) prefetch_line(p);
 }
 

@@ -172,6 +172,16 @@ void micro_pairs_rows(std::integer_sequence<int, R...>, int rows, index_t b, con
   table[rows - 1](b, a, bp, ws, ldw, first);
 }
 
+/// The 8 words of x from k0 in a register's first 128 bits, the others zero; zero from
+/// n on too. Whole: all 8 lie before n.
+template <bool Whole>
+[[gnu::always_inline]] inline __m512i x_words_at(const bf16* x, index_t k0, index_t n) {
+  return _mm512_zextsi128_si512(
+      Whole || k0 + 8 <= n
+          ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k0))
+          : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (n - k0 < 8 ? n - k0 : 8)) - 1u), x + k0));
+}
+
 // SpMV (width 1, x contiguous) with small blocks, as pairs too: fp32 lane r S + t of NL
 // registers holds the row's sum of A(r, 2t) x(2t) + A(r, 2t + 1) x(2t + 1), one vdpbf16ps
 // per register a block where the widening kernel spends four instructions (two widening
@@ -237,11 +247,7 @@ void pair_vector_rows(const BsrProduct<bf16, TY>& p, const I* idx, index_t r0, i
     const auto run = [&](auto whole) {
       constexpr bool Whole = decltype(whole)::value;
       const auto step = [&](__m512(&g_acc)[NL], index_t q) __attribute__((always_inline)) {
-        const index_t k0 = blocks.column(q) * B;
-        const __m512i xv = _mm512_zextsi128_si512(
-            Whole || k0 + 8 <= in_rows
-                ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k0))
-                : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (in_rows - k0 < 8 ? in_rows - k0 : 8)) - 1u), x + k0));
+        const __m512i xv = x_words_at<Whole>(x, blocks.column(q) * B, in_rows);
         const bf16* a = blocks.at(q);
         const bool readable = Whole || blocks.whole(q, a);
         // Words [32 v, 32 v + 32) of the block, whole (readable) or masked; in a ymm
@@ -431,7 +437,9 @@ struct PairSymmetricLanes {
   static constexpr int NL = (B * S + 15) / 16;  // registers of own lanes
   static constexpr int SK = B <= 4 ? 4 : 8;     // a slot's lanes: an xmm or a ymm register
   // A block is one register of words for B² <= 32, else two ([0, 32) and [32, 64)),
-  // loaded to its B² words: word 31, or 63, is zero for every B with pads (odd, B² <= 49).
+  // loaded to its B² words, so word 31 (B <= 5) or 63 (B = 6) lies past them and is
+  // zero: the pad of every lane past the block's pairs. B = 8 fills both registers and
+  // selects word 63 only in mirror lanes past 8, which its ymm slot drops.
   static constexpr bool one = B * B <= 32;
   static constexpr std::uint16_t kZeroA = one ? 31 : 63;
   // x's B words of a block row are loaded into a register whose words from 8 on are zero.
@@ -479,22 +487,13 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
     x_own[v] = _mm512_loadu_si512(L::table.x_own[v].data());
   }
   for (int t = 0; t < S; ++t) mirror_words[t] = _mm512_loadu_si512(L::table.mirror[t].data());
-  // x's words of block row j (B <= 8 of them; zero past n and from word 8 on); Whole:
-  // all 8 are within x.
-  const auto x_words = [&](index_t j, auto whole) {
-    const index_t k0 = j * B;
-    return _mm512_zextsi128_si512(
-        decltype(whole)::value || k0 + 8 <= n
-            ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k0))
-            : _mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << (n - k0 < 8 ? n - k0 : 8)) - 1u), x + k0));
-  };
   // Block q's words in one register or two, nothing read past its B² words.
   const auto block_words = [&](index_t q, __m512i& lo, __m512i& hi) {
     const bf16* a = values + q * BB;
     constexpr __mmask32 lo_words = BB >= 32 ? ~__mmask32{0} : (__mmask32{1} << (BB % 32)) - 1;
     constexpr __mmask32 hi_words = BB >= 64 ? ~__mmask32{0} : BB > 32 ? (__mmask32{1} << (BB % 32)) - 1 : 0;
     lo = _mm512_maskz_loadu_epi16(lo_words, a);
-    if constexpr (!L::one) hi = _mm512_maskz_loadu_epi16(hi_words, a + 32);
+    hi = L::one ? lo : _mm512_maskz_loadu_epi16(hi_words, a + 32);  // one: hi unread
   };
   // The words of table `words` from the block's register(s).
   const auto permute = [](__m512i words, __m512i lo, __m512i hi) {
@@ -516,22 +515,23 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
       _mm256_store_ps(slot, v);
     }
   };
-  block_triangle_chunk<B, Upper, SK, 1>(p, idx, s, c, buffer, [&](index_t i, index_t q0, index_t q1, bool has_diag,
-                                                                   float* slots, float* own)
-                                                                   __attribute__((always_inline)) {
-    const __m512i xi = x_words(i, std::false_type{});
+  const auto row = [&](index_t i, index_t q0, index_t q1, bool has_diag, float* slots, float* own)
+                       __attribute__((always_inline)) {
+    const __m512i xi = x_words_at<false>(x, i * B, n);
     // Step t's x: x(2t), x(2t + 1) (zero past B) of the block row in every dword.
     alignas(16) std::uint16_t xw[8];
     _mm_store_si128(reinterpret_cast<__m128i*>(xw), _mm512_castsi512_si128(xi));
     __m512i xm[S];
-    for (int t = 0; t < S; ++t)
-      xm[t] = _mm512_set1_epi32(static_cast<int>(xw[2 * t] | (2 * t + 1 < B ? std::uint32_t{xw[2 * t + 1]} << 16 : 0u)));
+    for (int t = 0; t < S; ++t) {
+      const std::uint32_t high = 2 * t + 1 < B ? xw[2 * t + 1] : 0u;
+      xm[t] = _mm512_set1_epi32(static_cast<int>(xw[2 * t] | high << 16));
+    }
     __m512 acc[2][NL];
     for (int v = 0; v < NL; ++v) acc[0][v] = acc[1][v] = _mm512_setzero_ps();
     const auto blocks = [&](auto whole) __attribute__((always_inline)) {
       const auto block = [&](index_t q, __m512(&sum)[NL]) __attribute__((always_inline)) {
         const index_t j = idx[q];
-        const __m512i xj = x_words(j, whole);
+        const __m512i xj = x_words_at<decltype(whole)::value>(x, j * B, n);
         __m512i lo, hi;
         block_words(q, lo, hi);
         for (int v = 0; v < NL; ++v)
@@ -547,10 +547,8 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
       }
       if (q < q1) block(q, acc[0]);
     };
-    // Prefetched as in symmetric_blocks_local.
-    prefetch_range(values + q0 * BB, values + q1 * BB, 8192);
-    prefetch_range(idx + q0, idx + q1, 512);
-    // A row's columns ascend: x's words are read whole up to its last one but n's.
+    // A row's block columns ascend: when the last one's 8 words of x lie within x,
+    // every block's do.
     if (q0 < q1 && index_t{idx[q1 - 1]} * B + 8 <= n) blocks(std::true_type{});
     else blocks(std::false_type{});
     if (has_diag) {
@@ -566,7 +564,8 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
       for (int t = 1; t < S; ++t) sum += lane[r * S + t];
       own[r] = sum;
     }
-  });
+  };
+  block_triangle_chunk<B, Upper, SK, 1>(p, idx, s, c, buffer, row);
 }
 
 template <class TY>
