@@ -11,7 +11,9 @@ Prints one JSON object per line. Attention rows:
 impl is one of
   - "trnsparse": sparse_attention on the 4-D tensors (query as the transpose(1, 2) view of
     a (B, L, H, E) projection, as a model holds it);
-  - "trnsparse_2d_loop": block_sparse_attention_tiled called per (batch, head) in Python;
+  - "trnsparse_2d_loop": block_sparse_attention_tiled called per (batch, head) in Python,
+    timed in the same rounds as "trnsparse" (each round runs one then the other); its rows
+    carry "vs_2d_loop", the loop's time over the 4-D call's;
   - "dense_torch": softmax(Q Kᵀ · scale + mask) V written in torch with autograd, one
     (batch, head) at a time (all heads at once would hold batch·heads·seq² scores: 4.3 GB
     at the default size), allocating its seq² intermediates on every call as such code
@@ -83,13 +85,22 @@ def cpu_name() -> str:
 
 
 def measure(fn, repeats: int) -> float:
-    fn()  # warm-up (plans, workspaces, page faults)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+    return measure_side_by_side([fn], repeats)[0]
+
+
+def measure_side_by_side(fns, repeats: int) -> list:
+    """Median seconds of each of fns over `repeats` rounds that run them in turn, after a
+    warm-up of each (plans, workspaces, page faults): on a shared host whose load drifts,
+    functions compared in one round see the same drift."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, t in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            t.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def masks(kind: str, seq: int, block: int, heads: int):
@@ -201,32 +212,28 @@ def run(args) -> None:
             o = ts.sparse_attention(qg, kg, vg, m, enable_gqa=enable_gqa)
             return o, torch.autograd.grad(o, (qg, kg, vg), dO)
 
-        t = measure(ts_fwd, args.reps)
-        emit({**common, "pass": "fwd", "impl": "trnsparse", "median_s": t, "gflops": flops["fwd"] / t / 1e9,
-              "max_rel_err": rel_err(ts_fwd())})
-        t = measure(ts_fwd_bwd, args.reps)
-        o, g = ts_fwd_bwd()
-        emit({**common, "pass": "fwd_bwd", "impl": "trnsparse", "median_s": t, "gflops": flops["fwd_bwd"] / t / 1e9,
-              "max_rel_err": rel_err(o, g)})
+        # The 2-D entry point in a Python loop (single-slice masks only; it has no GQA),
+        # timed side by side with the 4-D call.
+        def loop_fwd():
+            return [ts.block_sparse_attention_tiled(q[z, h], k[z, h // group], v[z, h // group], m)
+                    for z in range(B) for h in range(H)]
 
-        # The 2-D entry point in a Python loop (single-slice masks only; it has no GQA).
-        if m.batch == m.heads == 1:
-            def loop_fwd():
-                return [ts.block_sparse_attention_tiled(q[z, h], k[z, h // group], v[z, h // group], m)
-                        for z in range(B) for h in range(H)]
+        def loop_fwd_bwd():
+            for z in range(B):
+                for h in range(H):
+                    qs, ks, vs = (x.detach().requires_grad_() for x in (q[z, h], k[z, h // group], v[z, h // group]))
+                    o = ts.block_sparse_attention_tiled(qs, ks, vs, m)
+                    torch.autograd.grad(o, (qs, ks, vs), dO[z, h])
 
-            def loop_fwd_bwd():
-                for z in range(B):
-                    for h in range(H):
-                        qs, ks, vs = (x.detach().requires_grad_() for x in (q[z, h], k[z, h // group], v[z, h // group]))
-                        o = ts.block_sparse_attention_tiled(qs, ks, vs, m)
-                        torch.autograd.grad(o, (qs, ks, vs), dO[z, h])
-
-            t = measure(loop_fwd, args.reps)
-            emit({**common, "pass": "fwd", "impl": "trnsparse_2d_loop", "median_s": t, "gflops": flops["fwd"] / t / 1e9})
-            t = measure(loop_fwd_bwd, args.reps)
-            emit({**common, "pass": "fwd_bwd", "impl": "trnsparse_2d_loop", "median_s": t,
-                  "gflops": flops["fwd_bwd"] / t / 1e9})
+        loop = m.batch == m.heads == 1
+        for name, fn, loop_fn in (("fwd", ts_fwd, loop_fwd), ("fwd_bwd", ts_fwd_bwd, loop_fwd_bwd)):
+            t, *t_loop = measure_side_by_side([fn] + ([loop_fn] if loop else []), args.reps)
+            err = rel_err(ts_fwd()) if name == "fwd" else rel_err(*ts_fwd_bwd())
+            emit({**common, "pass": name, "impl": "trnsparse", "median_s": t, "gflops": flops[name] / t / 1e9,
+                  "max_rel_err": err})
+            if loop:
+                emit({**common, "pass": name, "impl": "trnsparse_2d_loop", "median_s": t_loop[0],
+                      "gflops": flops[name] / t_loop[0] / 1e9, "vs_2d_loop": t_loop[0] / t})
 
         if args.no_dense:
             continue

@@ -21,5 +21,6 @@ void bind_attention(pybind11::module_& m);   // attention.cpp: AttentionMask, bu
 void bind_advisor(pybind11::module_& m);     // advisor.cpp: choose_format
 void bind_io(pybind11::module_& m);          // io.cpp: Matrix Market reading and writing
 void bind_runtime(pybind11::module_& m);     // runtime.cpp: instruction set, threads
+void bind_buffers(pybind11::module_& m);     // buffers.cpp: pooled memory for large outputs
 
 }  // namespace trnsparse::python

@@ -25,4 +25,5 @@ PYBIND11_MODULE(_core, m) {
   bind_advisor(m);
   bind_io(m);
   bind_runtime(m);
+  bind_buffers(m);
 }

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.utils.dlpack
 from torch.autograd.function import once_differentiable
 
 from . import _backend, _core
@@ -164,12 +165,40 @@ def _readable(t: torch.Tensor) -> torch.Tensor:
     return t if t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous()
 
 
+# Outputs from this many bytes on come from the core's buffer pool (python/src/buffers.cpp:
+# memory kept faulted in from one call to the next), smaller ones from torch.
+_POOLED_BYTES = 4 << 20
+
+
+def _dense_strides(t: torch.Tensor):
+    """t's strides when its elements fill its memory without gaps or overlap and its last
+    dimension is contiguous (a (B, L, H, E) projection viewed as (B, H, L, E)), else
+    None."""
+    if t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1:
+        return None
+    expected = 1
+    for d in sorted(range(t.dim()), key=lambda d: (t.stride(d), -d)):
+        if t.shape[d] != 1:
+            if t.stride(d) != expected:
+                return None
+            expected *= t.shape[d]
+    return t.stride()
+
+
 def _output_like(t: torch.Tensor) -> torch.Tensor:
     """An uninitialised tensor of t's shape and dtype with t's memory layout when that
-    layout is dense (a (B, L, H, E) projection viewed as (B, H, L, E) keeps it), else
-    contiguous."""
-    out = torch.empty_like(t, memory_format=torch.preserve_format)
-    return out if out.stride(-1) == 1 or out.shape[-1] <= 1 else torch.empty(t.shape, dtype=t.dtype)
+    layout is dense with a contiguous last dimension, else contiguous; a large one on
+    pooled memory."""
+    strides = _dense_strides(t)
+    if strides is None:  # row-major
+        strides, n = [], 1
+        for size in reversed(t.shape):
+            strides.insert(0, n)
+            n *= size
+    if t.numel() * t.element_size() < _POOLED_BYTES:
+        return torch.empty_strided(t.shape, strides, dtype=t.dtype)
+    dtype = dtype_name(t.dtype, "sparse_attention")
+    return torch.utils.dlpack.from_dlpack(_core.pooled_empty(list(t.shape), list(strides), dtype))
 
 
 class _Attention(torch.autograd.Function):

@@ -643,6 +643,58 @@ def test_module_errors():
         mod(torch.randn(1, 9, 16), block_mask=causal)
 
 
+# ---- pooled outputs -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=ALL_IDS)
+def test_large_outputs_on_pooled_memory_have_the_same_bits_and_layout(monkeypatch, dtype):
+    """Outputs and gradients of 4 MiB and more come from the core's buffer pool: the same
+    bits, strides and dtype as on torch's memory (the pool turned off), for a (B, L, H, E)
+    projection viewed as (B, H, L, E)."""
+    import trnsparse._attention as attention
+
+    heads, L, E = 16 // torch.empty(0, dtype=dtype).element_size(), 2048, 128  # 4 MiB a tensor
+    gen = torch.Generator().manual_seed(5)
+    q, k, v, dO = (torch.randn(1, L, heads, E, generator=gen).to(dtype).transpose(1, 2) for _ in range(4))
+    mask = ts.mask.local_window(L, 128, 1)
+
+    def run():
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        O = ts.sparse_attention(*leaves, mask)
+        return [O] + list(torch.autograd.grad(O, leaves, dO))
+
+    pooled = run()
+    monkeypatch.setattr(attention, "_POOLED_BYTES", 1 << 62)
+    plain = run()
+    assert q.numel() * q.element_size() >= 4 << 20
+    for a, b, like in zip(pooled, plain, (q, q, k, v)):
+        assert (a.dtype, a.shape, a.stride()) == (b.dtype, b.shape, b.stride()) == (dtype, like.shape, like.stride())
+        assert torch.equal(a, b)
+
+
+def test_a_freed_pooled_output_serves_the_next_one():
+    """The pool keeps a freed output's memory (already faulted in) for the next output of
+    its size; a size no other test uses, so the kept buffer is this test's."""
+    q = torch.randn(1, 5, 2048, 128)  # 5 MiB
+    mask = ts.mask.local_window(2048, 128, 1)
+    O = ts.sparse_attention(q, q, q, mask)
+    address = O.data_ptr()
+    del O
+    assert ts.sparse_attention(q, q, q, mask).data_ptr() == address
+
+
+def test_pooled_empty_rejects_bad_arguments():
+    from trnsparse import _core
+
+    with pytest.raises(ValueError, match="2 sizes but 1 strides"):
+        _core.pooled_empty([2, 3], [3], "float32")
+    with pytest.raises(ValueError, match="must not be negative"):
+        _core.pooled_empty([2, -3], [3, 1], "float32")
+    with pytest.raises(ValueError, match="dtype int8 is not one of"):
+        _core.pooled_empty([2, 3], [3, 1], "int8")
+    empty = torch.utils.dlpack.from_dlpack(_core.pooled_empty([0, 3], [3, 1], "bfloat16"))
+    assert (empty.shape, empty.dtype) == ((0, 3), torch.bfloat16)
+
+
 # ---- trnsparse 0.6's entry point -----------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=ALL_IDS)

@@ -447,7 +447,7 @@ struct PairSymmetricLanes {
   using Words = std::array<std::uint16_t, 32>;
   struct Table {
     Words own[NL], diagonal[NL], mirror[S];  // words of the block's two registers
-    Words x_own[NL];                         // words of x's register
+    Words x_own[NL], x_mirror[S];            // words of x's register
   };
   static constexpr Table table = [] {
     Table t{};
@@ -464,6 +464,7 @@ struct PairSymmetricLanes {
       for (int s = 0; s < S; ++s) {
         const int k = w / 2, r = 2 * s + h;  // step s, slot lane k: A(r, k), x(r)
         t.mirror[s][w] = static_cast<std::uint16_t>(k < B && r < B ? r * B + k : kZeroA);
+        t.x_mirror[s][w] = static_cast<std::uint16_t>(r < B ? r : kZeroX);
       }
     }
     return t;
@@ -480,13 +481,16 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
   const index_t n = p.n;
   const bf16* const values = p.values;
   const bf16* const x = p.x;
-  __m512i own_words[NL], diagonal_words[NL], x_own[NL], mirror_words[S];
+  __m512i own_words[NL], diagonal_words[NL], x_own[NL], mirror_words[S], x_mirror[S];
   for (int v = 0; v < NL; ++v) {
     own_words[v] = _mm512_loadu_si512(L::table.own[v].data());
     diagonal_words[v] = _mm512_loadu_si512(L::table.diagonal[v].data());
     x_own[v] = _mm512_loadu_si512(L::table.x_own[v].data());
   }
-  for (int t = 0; t < S; ++t) mirror_words[t] = _mm512_loadu_si512(L::table.mirror[t].data());
+  for (int t = 0; t < S; ++t) {
+    mirror_words[t] = _mm512_loadu_si512(L::table.mirror[t].data());
+    x_mirror[t] = _mm512_loadu_si512(L::table.x_mirror[t].data());
+  }
   // Block q's words in one register or two, nothing read past its B² words.
   const auto block_words = [&](index_t q, __m512i& lo, __m512i& hi) {
     const bf16* a = values + q * BB;
@@ -519,13 +523,8 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
                        __attribute__((always_inline)) {
     const __m512i xi = x_words_at<false>(x, i * B, n);
     // Step t's x: x(2t), x(2t + 1) (zero past B) of the block row in every dword.
-    alignas(16) std::uint16_t xw[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(xw), _mm512_castsi512_si128(xi));
     __m512i xm[S];
-    for (int t = 0; t < S; ++t) {
-      const std::uint32_t high = 2 * t + 1 < B ? xw[2 * t + 1] : 0u;
-      xm[t] = _mm512_set1_epi32(static_cast<int>(xw[2 * t] | high << 16));
-    }
+    for (int t = 0; t < S; ++t) xm[t] = _mm512_permutexvar_epi16(x_mirror[t], xi);
     __m512 acc[2][NL];
     for (int v = 0; v < NL; ++v) acc[0][v] = acc[1][v] = _mm512_setzero_ps();
     const auto blocks = [&](auto whole) __attribute__((always_inline)) {
