@@ -329,6 +329,35 @@ TYPED_TEST(KernelBf16Subnormal, AnInfiniteXEntryMeetsItsColumnOnly) {
   }
 }
 
+// The same for the half storage's pair kernel: its pads of x (an odd block's last pair,
+// both in a block row's own sums and in its mirrors) are zero words where the word after
+// them is the next block row's first entry. Upper block triangle of 3 block rows: (0, 0),
+// (0, 2); (1, 1); (2, 2). x(b) = inf reaches block row 1 only: block row 0 reads x's
+// block 0 (then x(b) as a pad) for its diagonal and for (0, 2)'s mirror into block row 2.
+TYPED_TEST(KernelBf16Subnormal, AnInfiniteXEntryStaysInItsBlockRowOfTheHalfStorage) {
+  using TY = typename TypeParam::TY;
+  const RuntimeGuard guard;
+  for (const index_t b : {index_t{2}, index_t{3}, index_t{4}, index_t{5}}) {
+    SCOPED_TRACE("b = " + std::to_string(b));
+    const auto s = BsrStructure::make(3 * b, 3 * b, b, {0, 2, 3, 4}, {0, 2, 1, 2});
+    std::vector<bf16> blocks(static_cast<std::size_t>(s->n_blocks() * b * b));
+    for (bf16& v : blocks) v = bf16(0.5f + 0.5f * static_cast<float>(this->rng.uniform(0.0, 1.0)));  // nonzero
+    const BsrMatrix<bf16> A(s, std::move(blocks));
+    std::vector<bf16> x(static_cast<std::size_t>(3 * b));
+    for (bf16& v : x) v = random_value<bf16>(this->rng);
+    x[static_cast<std::size_t>(b)] = bf16(std::numeric_limits<float>::infinity());
+    for_each_isa([&](Isa) {
+      std::vector<TY> y(static_cast<std::size_t>(3 * b), quiet_nan<TY>());
+      spmv_symmetric(1.0f, A, Triangle::upper, std::span<const bf16>(x), 0.0f, std::span<TY>(y));
+      for (index_t i = 0; i < 3 * b; ++i) {
+        const auto v = static_cast<float>(y[static_cast<std::size_t>(i)]);
+        if (i / b == 1) EXPECT_FALSE(std::isfinite(v)) << "row " << i;
+        else EXPECT_TRUE(std::isfinite(v)) << "row " << i << ": " << v;
+      }
+    });
+  }
+}
+
 // ---- CSR -------------------------------------------------------------------------------------
 
 // CSR products run the ISA's threaded kernels (csr_tile.inc: chunks of 4, 2 and 1 vectors
