@@ -215,7 +215,34 @@ bf16 tiny_bf16(Rng& rng) {
 }
 
 template <class Pair>
-class KernelBf16Subnormal : public Seeded<> {};
+class KernelBf16Subnormal : public Seeded<> {
+ protected:
+  /// The n entries of an x with x(at) = inf, the others random; and a bf16 matrix of
+  /// structure s whose stored values are none of them zero (so that inf meets no 0).
+  std::vector<bf16> x_infinite_at(index_t n, index_t at) {
+    std::vector<bf16> x(static_cast<std::size_t>(n));
+    for (bf16& v : x) v = random_value<bf16>(this->rng);
+    x[static_cast<std::size_t>(at)] = bf16(std::numeric_limits<float>::infinity());
+    return x;
+  }
+  template <class Structure>
+  BsrMatrix<bf16> nonzero_matrix(const Structure& s) {
+    const index_t b = s->block_size();
+    std::vector<bf16> blocks(static_cast<std::size_t>(s->n_blocks() * b * b));
+    for (bf16& v : blocks) v = bf16(0.5f + 0.5f * static_cast<float>(this->rng.uniform(0.0, 1.0)));
+    return BsrMatrix<bf16>(s, std::move(blocks));
+  }
+};
+
+/// Expects y's rows [first, last) not finite and every other row finite.
+template <class TY>
+void expect_infinite_rows_only(const std::vector<TY>& y, index_t first, index_t last) {
+  for (index_t i = 0; i < static_cast<index_t>(y.size()); ++i) {
+    const auto v = static_cast<float>(y[static_cast<std::size_t>(i)]);
+    if (i >= first && i < last) EXPECT_FALSE(std::isfinite(v)) << "row " << i;
+    else EXPECT_TRUE(std::isfinite(v)) << "row " << i << ": " << v;
+  }
+}
 using Bf16Pairs = ::testing::Types<TypePair<bf16, float>, TypePair<bf16, bf16>>;
 TYPED_TEST_SUITE(KernelBf16Subnormal, Bf16Pairs, TypeNames);
 
@@ -310,21 +337,12 @@ TYPED_TEST(KernelBf16Subnormal, AnInfiniteXEntryMeetsItsColumnOnly) {
   const RuntimeGuard guard;
   for (const index_t b : {index_t{2}, index_t{3}, index_t{5}}) {
     SCOPED_TRACE("b = " + std::to_string(b));
-    const auto s = BsrStructure::make(2 * b, 2 * b, b, {0, 1, 2}, {0, 1});
-    std::vector<bf16> blocks(static_cast<std::size_t>(s->n_blocks() * b * b));
-    for (bf16& v : blocks) v = bf16(0.5f + 0.5f * static_cast<float>(this->rng.uniform(0.0, 1.0)));  // nonzero
-    const BsrMatrix<bf16> A(s, std::move(blocks));
-    std::vector<bf16> x(static_cast<std::size_t>(2 * b));
-    for (bf16& v : x) v = random_value<bf16>(this->rng);
-    x[static_cast<std::size_t>(b)] = bf16(std::numeric_limits<float>::infinity());
+    const BsrMatrix<bf16> A = this->nonzero_matrix(BsrStructure::make(2 * b, 2 * b, b, {0, 1, 2}, {0, 1}));
+    const std::vector<bf16> x = this->x_infinite_at(2 * b, b);
     for_each_isa([&](Isa) {
       std::vector<TY> y(static_cast<std::size_t>(2 * b), quiet_nan<TY>());
       spmv(1.0f, A, std::span<const bf16>(x), 0.0f, std::span<TY>(y));
-      for (index_t i = 0; i < 2 * b; ++i) {
-        const auto v = static_cast<float>(y[static_cast<std::size_t>(i)]);
-        if (i < b) EXPECT_TRUE(std::isfinite(v)) << "row " << i << ": " << v;
-        else EXPECT_FALSE(std::isfinite(v)) << "row " << i;
-      }
+      expect_infinite_rows_only(y, b, 2 * b);
     });
   }
 }
@@ -339,21 +357,12 @@ TYPED_TEST(KernelBf16Subnormal, AnInfiniteXEntryStaysInItsBlockRowOfTheHalfStora
   const RuntimeGuard guard;
   for (const index_t b : {index_t{2}, index_t{3}, index_t{4}, index_t{5}}) {
     SCOPED_TRACE("b = " + std::to_string(b));
-    const auto s = BsrStructure::make(3 * b, 3 * b, b, {0, 2, 3, 4}, {0, 2, 1, 2});
-    std::vector<bf16> blocks(static_cast<std::size_t>(s->n_blocks() * b * b));
-    for (bf16& v : blocks) v = bf16(0.5f + 0.5f * static_cast<float>(this->rng.uniform(0.0, 1.0)));  // nonzero
-    const BsrMatrix<bf16> A(s, std::move(blocks));
-    std::vector<bf16> x(static_cast<std::size_t>(3 * b));
-    for (bf16& v : x) v = random_value<bf16>(this->rng);
-    x[static_cast<std::size_t>(b)] = bf16(std::numeric_limits<float>::infinity());
+    const BsrMatrix<bf16> A = this->nonzero_matrix(BsrStructure::make(3 * b, 3 * b, b, {0, 2, 3, 4}, {0, 2, 1, 2}));
+    const std::vector<bf16> x = this->x_infinite_at(3 * b, b);
     for_each_isa([&](Isa) {
       std::vector<TY> y(static_cast<std::size_t>(3 * b), quiet_nan<TY>());
       spmv_symmetric(1.0f, A, Triangle::upper, std::span<const bf16>(x), 0.0f, std::span<TY>(y));
-      for (index_t i = 0; i < 3 * b; ++i) {
-        const auto v = static_cast<float>(y[static_cast<std::size_t>(i)]);
-        if (i / b == 1) EXPECT_FALSE(std::isfinite(v)) << "row " << i;
-        else EXPECT_TRUE(std::isfinite(v)) << "row " << i << ": " << v;
-      }
+      expect_infinite_rows_only(y, b, 2 * b);
     });
   }
 }
