@@ -420,7 +420,6 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
   }
 }
 
-
 // Symmetric SpMV from a block triangle (symmetric_tile.inc's frame, block_triangle_chunk),
 // as pairs. A block row's own sums go to lanes r S + t = A(r, 2t) x(2t) + A(r, 2t + 1)
 // x(2t + 1) of its blocks' columns' x, as in the pair SpMV, and add up over t at the end
@@ -519,7 +518,7 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
       _mm256_store_ps(slot, v);
     }
   };
-  const auto row = [&](index_t i, index_t q0, index_t q1, bool has_diag, float* slots, float* own)
+  const auto row = [&](index_t i, index_t q0, index_t q1, index_t diag, float* slots, float* own)
                        __attribute__((always_inline)) {
     const __m512i xi = x_words_at<false>(x, i * B, n);
     // Step t's x: x(2t), x(2t + 1) (zero past B) of the block row in every dword.
@@ -550,9 +549,9 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
     // every block's do.
     if (q0 < q1 && index_t{idx[q1 - 1]} * B + 8 <= n) blocks(std::true_type{});
     else blocks(std::false_type{});
-    if (has_diag) {
+    if (diag >= 0) {
       __m512i lo, hi;
-      block_words(Upper ? q0 - 1 : q1, lo, hi);
+      block_words(diag, lo, hi);
       for (int v = 0; v < NL; ++v)
         acc[0][v] = dp(acc[0][v], permute(diagonal_words[v], lo, hi), _mm512_permutexvar_epi16(x_own[v], xi));
     }
@@ -574,6 +573,7 @@ void pair_symmetric_local(const SymmetricProduct<bf16, TY>& p, const detail::Sym
     pair_symmetric_blocks<decltype(B)::value, decltype(upper)::value>(p, idx, s, c, buffer);
   });
 }
+
 }  // namespace
 
 template <class TY>
