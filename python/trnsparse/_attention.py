@@ -21,13 +21,12 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.utils.dlpack
 from torch.autograd.function import once_differentiable
 
 from . import _backend, _core
 from . import score as _score
 from ._formats import BSRMatrix
-from ._interop import ShapeError, as_tensor, check, dense_operand, dtype_name, from_array, index_tensor
+from ._interop import ShapeError, as_tensor, check, dense_operand, dtype_name, empty, from_array, index_tensor
 
 _ATTENTION_DTYPES = (torch.float32, torch.bfloat16, torch.float64)
 
@@ -165,11 +164,6 @@ def _readable(t: torch.Tensor) -> torch.Tensor:
     return t if t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous()
 
 
-# Outputs from this many bytes on come from the core's buffer pool (python/src/buffers.cpp:
-# memory kept faulted in from one call to the next), smaller ones from torch.
-_POOLED_BYTES = 4 << 20
-
-
 def _dense_strides(t: torch.Tensor):
     """t's strides when its elements fill its memory without gaps or overlap and its last
     dimension is contiguous (a (B, L, H, E) projection viewed as (B, H, L, E)), else
@@ -189,16 +183,7 @@ def _output_like(t: torch.Tensor) -> torch.Tensor:
     """An uninitialised tensor of t's shape and dtype with t's memory layout when that
     layout is dense with a contiguous last dimension, else contiguous; a large one on
     pooled memory."""
-    strides = _dense_strides(t)
-    if strides is None:  # row-major
-        strides, n = [], 1
-        for size in reversed(t.shape):
-            strides.insert(0, n)
-            n *= size
-    if t.numel() * t.element_size() < _POOLED_BYTES:
-        return torch.empty_strided(t.shape, strides, dtype=t.dtype)
-    dtype = dtype_name(t.dtype, "sparse_attention")
-    return torch.utils.dlpack.from_dlpack(_core.pooled_empty(list(t.shape), list(strides), dtype))
+    return empty(t.shape, t.dtype, "sparse_attention", _dense_strides(t))
 
 
 class _Attention(torch.autograd.Function):

@@ -10,6 +10,7 @@ import operator
 
 import numpy as np
 import torch
+import torch.utils.dlpack
 
 from . import _core
 
@@ -98,6 +99,29 @@ def dense_operand(x, dtype: torch.dtype, dims: int, who: str, name: str) -> torc
     if x.dtype != dtype:
         raise TypeError(f"{who}: {name} has dtype {x.dtype} but A has dtype {dtype}")
     return x if x.is_contiguous() or _rows_contiguous(x) else x.contiguous()
+
+
+# Outputs from this many bytes on come from the core's buffer pool (python/src/buffers.cpp:
+# memory kept faulted in from one call to the next), smaller ones from torch.
+POOLED_BYTES = 4 << 20
+
+
+def empty(shape, dtype: torch.dtype, who: str, strides=None) -> torch.Tensor:
+    """An uninitialised CPU tensor of `shape` and `dtype` (row-major unless `strides`, in
+    elements, are given); one of POOLED_BYTES or more on pooled memory, whose pages were
+    faulted in by an earlier output of its size."""
+    shape = tuple(int(n) for n in shape)
+    if strides is None:
+        strides, n = [], 1
+        for size in reversed(shape):
+            strides.insert(0, n)
+            n *= max(size, 1)
+    numel = 1
+    for size in shape:
+        numel *= size
+    if numel * torch.empty(0, dtype=dtype).element_size() < POOLED_BYTES:
+        return torch.empty_strided(shape, strides, dtype=dtype)
+    return torch.utils.dlpack.from_dlpack(_core.pooled_empty(list(shape), list(strides), dtype_name(dtype, who)))
 
 
 def from_array(a: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:

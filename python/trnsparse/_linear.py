@@ -12,7 +12,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _core
-from ._interop import ShapeError, dense_arg, dtype_name
+from ._interop import ShapeError, dense_arg, dtype_name, empty
 
 _ACC = {torch.float32: torch.float32, torch.bfloat16: torch.float32, torch.float64: torch.float64}
 
@@ -57,7 +57,7 @@ class _BlockSparseLinearFn(torch.autograd.Function):
     def forward(ctx, x2: torch.Tensor, weight: torch.Tensor, bias, handle: LayoutHandle):
         dtype = weight.dtype
         name = dtype_name(dtype, "BlockSparseLinear")
-        y = torch.empty((x2.shape[0], handle.out_features), dtype=dtype)
+        y = empty((x2.shape[0], handle.out_features), dtype, "BlockSparseLinear")
         b = None if bias is None else bias.to(_ACC[dtype]).contiguous()
         _core.linear_forward(handle.core, name, weight.data_ptr(), dense_arg(x2), 0 if b is None else b.data_ptr(),
                              dense_arg(y), name)
@@ -77,11 +77,13 @@ class _BlockSparseLinearFn(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         dx = dw = db = None
         if need_x:
-            dx = torch.empty_like(x2, memory_format=torch.contiguous_format)
+            dx = empty(x2.shape, dtype, "BlockSparseLinear")
             _core.linear_backward_input(handle.core, name, weight.data_ptr(), dense_arg(dy), dense_arg(dx), name)
         if need_w:
             # The kernels write the blocks' logical part; padding of ragged edges stays zero.
-            dw = torch.zeros_like(weight) if handle.ragged else torch.empty_like(weight)
+            dw = empty(weight.shape, dtype, "BlockSparseLinear")
+            if handle.ragged:
+                dw.zero_()
             _core.linear_backward_weight(handle.core, name, dense_arg(dy), dense_arg(x2), dw.data_ptr())
         if need_b:
             acc = torch.empty(dy.shape[1], dtype=_ACC[dtype])

@@ -650,7 +650,7 @@ def test_large_outputs_on_pooled_memory_have_the_same_bits_and_layout(monkeypatc
     """Outputs and gradients of 4 MiB and more come from the core's buffer pool: the same
     bits, strides and dtype as on torch's memory (the pool turned off), for a (B, L, H, E)
     projection viewed as (B, H, L, E)."""
-    import trnsparse._attention as attention
+    import trnsparse._interop as interop
 
     heads, L, E = 16 // torch.empty(0, dtype=dtype).element_size(), 2048, 128  # 4 MiB a tensor
     gen = torch.Generator().manual_seed(5)
@@ -663,7 +663,7 @@ def test_large_outputs_on_pooled_memory_have_the_same_bits_and_layout(monkeypatc
         return [O] + list(torch.autograd.grad(O, leaves, dO))
 
     pooled = run()
-    monkeypatch.setattr(attention, "_POOLED_BYTES", 1 << 62)
+    monkeypatch.setattr(interop, "POOLED_BYTES", 1 << 62)
     plain = run()
     assert q.numel() * q.element_size() >= 4 << 20
     for a, b, like in zip(pooled, plain, (q, q, k, v)):

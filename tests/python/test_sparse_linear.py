@@ -92,6 +92,37 @@ def test_results_are_bitwise_identical_for_any_thread_count():
             assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_outputs_on_pooled_memory_have_the_same_bits(monkeypatch, dtype):
+    """Y, dX and dW of 4 MiB and more come from the core's buffer pool: the same bits as
+    on torch's memory (the pool turned off), also when every kept buffer of their size
+    holds NaN. Ragged edges make dW's padding matter."""
+    import trnsparse._interop as interop
+
+    scale = 4 // torch.empty(0, dtype=dtype).element_size()
+    layer = _layer(1100 * scale, 1100, 32, 1.0, seed=11, dtype=dtype)
+    x = torch.randn(1000, 1100 * scale).to(dtype)
+    dy = torch.randn(1000, 1100).to(dtype)
+
+    def run():
+        layer.zero_grad(set_to_none=True)
+        # Y, dX and dW round up to one mapped size: take every kept buffer of it, and more.
+        dirty = [interop.empty(layer.weight.shape, dtype, "test").fill_(float("nan")) for _ in range(8)]
+        del dirty
+        xg = x.clone().requires_grad_()
+        y = layer(xg)
+        y.backward(dy)
+        return y.detach().clone(), xg.grad.clone(), layer.weight.grad.clone()
+
+    assert layer.weight.numel() * layer.weight.element_size() >= interop.POOLED_BYTES
+    assert x.numel() * x.element_size() >= interop.POOLED_BYTES
+    pooled = run()
+    monkeypatch.setattr(interop, "POOLED_BYTES", 1 << 62)
+    plain = run()
+    for a, b in zip(pooled, plain):
+        assert a.dtype == b.dtype == dtype and torch.equal(a, b)
+
+
 def test_non_contiguous_inputs_are_read_as_they_are():
     layer = _layer(24, 16, 8, 0.5, seed=7, dtype=torch.float32)
     base = torch.randn(10, 40)

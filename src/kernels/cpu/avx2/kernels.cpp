@@ -71,6 +71,27 @@ struct Vec<float> {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  /// r[i] lane j becomes r[j] lane i: pairs of rows interleaved, then quads, then the
+  /// two 128-bit lanes of two registers gathered.
+  static void transpose(reg (&r)[W]) {
+    reg t[W], u[W];
+    for (int i = 0; i < W; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < W; g += 4) {  // u[g + c], 128-bit lane l: column 4l + c of rows g..g+3
+      const __m256d a = _mm256_castps_pd(t[g]), b = _mm256_castps_pd(t[g + 1]);
+      const __m256d c = _mm256_castps_pd(t[g + 2]), d = _mm256_castps_pd(t[g + 3]);
+      u[g] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, c));
+      u[g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, c));
+      u[g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(b, d));
+      u[g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(b, d));
+    }
+    for (int c = 0; c < 4; ++c) {
+      r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+      r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+  }
 };
 template <>
 struct Vec<double> {
@@ -99,6 +120,15 @@ struct Vec<double> {
   static double hsum(reg v) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  /// r[i] lane j becomes r[j] lane i.
+  static void transpose(reg (&r)[W]) {
+    const reg t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    const reg t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
   }
 };
 template <class Acc>

@@ -97,29 +97,28 @@ void small_quads_pack(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, inde
   }
 }
 
-/// pairs_pack for a B given as Bᵀ (a linear layer's tokens x features): panel by panel,
-/// each token's features of this range (contiguous) go to their pair slots while the
-/// panel's rows stay in L2; rows past B's and columns past the width are zero.
+/// pairs_pack for a B given as Bᵀ (a linear layer's tokens x features), panel by panel,
+/// block row by block row: a pair slot (features 2i, 2i + 1 of one token) is a dword of
+/// the token's row, so tiles of 16 tokens x 16 pairs are dword transposes in registers;
+/// the edges go word by word; rows past B's and columns past the width are zero.
 template <class TY>
 void pairs_pack_transposed(const BsrProduct<bf16, TY>& p, std::uint16_t* packed, index_t r0, index_t r1) {
+  using V = Vec<float>;  // dwords as float lanes: only moved, never computed on
   const index_t b = p.b, i1 = min_index(r1 * b, p.in_rows);
   for (index_t jp = 0; jp * kPairNR < p.width; ++jp) {
-    const index_t c0 = jp * kPairNR, valid = min_index(kPairNR, p.width - c0);
+    const index_t c0 = jp * kPairNR, valid = min_index(kPairNR, p.width - c0), valid_v = valid / V::W * V::W;
     for (index_t bj = r0; bj < r1; ++bj) {
       if (p.packs && !p.packs[bj]) continue;
       std::uint16_t* dst = packed + panel_offset<bf16>(p.in_block_rows, b, p.width, bj, jp);
-      const index_t end = i1 - bj * b > 0 ? min_index(b, i1 - bj * b) : 0;
+      const bf16* src = p.B + c0 * p.ldb + bj * b;
+      const index_t end = i1 - bj * b > 0 ? min_index(b, i1 - bj * b) : 0, end_v = end / (2 * V::W) * (2 * V::W);
+      transposed_tiles<V>(
+          valid_v, end_v / 2,
+          [&](index_t c, index_t pair) { return _mm512_loadu_ps(reinterpret_cast<const float*>(src + c * p.ldb + 2 * pair)); },
+          [&](index_t pair, index_t c, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(dst + pair * 2 * kPairNR + 2 * c), v); });
       for (index_t r = 0; r < b; ++r)
-        for (index_t c = r < end ? valid : 0; c < kPairNR; ++c) dst[(r & ~index_t{1}) * kPairNR + 2 * c + (r & 1)] = 0;
-    }
-    for (index_t c = 0; c < valid; ++c) {
-      const bf16* src = p.B + (c0 + c) * p.ldb;
-      for (index_t bj = r0; bj < r1 && bj * b < i1; ++bj) {
-        if (p.packs && !p.packs[bj]) continue;
-        std::uint16_t* dst = packed + panel_offset<bf16>(p.in_block_rows, b, p.width, bj, jp) + 2 * c;
-        const index_t end = min_index(b, i1 - bj * b);
-        for (index_t r = 0; r < end; ++r) dst[(r & ~index_t{1}) * kPairNR + (r & 1)] = src[bj * b + r].bits;
-      }
+        for (index_t c = r < end_v ? valid_v : 0; c < kPairNR; ++c)
+          dst[(r & ~index_t{1}) * kPairNR + 2 * c + (r & 1)] = r < end && c < valid ? src[c * p.ldb + r].bits : 0;
     }
   }
 }

@@ -32,6 +32,7 @@ struct Vec {
   /// One lane of fma, rounded as fma rounds (here: no fused multiply-add).
   static Acc fma1(Acc a, Acc b, Acc c) { return a * b + c; }
   static Acc hsum(reg v) { return v; }
+  static void transpose(reg (&)[W]) {}
 };
 template <class Acc>
 using Narrow = Vec<Acc>;
