@@ -57,6 +57,14 @@ kernels::SymmetricKernels<TA, TY> avx512_symmetric() {
   return cpu::avx512::symmetric_kernels<TA, TY>();
 }
 
+/// The AVX-512 SDDMM table, likewise.
+template <class T>
+kernels::SddmmKernels<T> avx512_sddmm() {
+  if constexpr (std::is_same_v<T, bf16>)
+    if (cpu_features().avx512_bf16) return cpu::avx512bf16::sddmm_kernels_bf16();
+  return cpu::avx512::sddmm_kernels<T>();
+}
+
 }  // namespace
 
 template <class TA, class TY>
@@ -79,7 +87,7 @@ WholeSymmetric<TA, TY> symmetric_whole() {
 template <class T>
 const kernels::SddmmKernels<T>& sddmm_kernels() {
   return per_isa<kernels::SddmmKernels<T>, &cpu::scalar::sddmm_kernels<T>, &cpu::avx2::sddmm_kernels<T>,
-                 &cpu::avx512::sddmm_kernels<T>>();
+                 &avx512_sddmm<T>>();
 }
 
 template <class TA, class TY>

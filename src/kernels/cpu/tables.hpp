@@ -32,9 +32,10 @@ TRNSPARSE_ISA_TABLES(avx512)
 
 /// bf16 operands only, on vdpbf16ps; needs AVX512-BF16.
 namespace avx512bf16 {
-/// Pair products (an even block size and a non-transposed A; otherwise the avx512
-/// widening kernel runs).
+/// Pair products (an even block size; otherwise the avx512 widening kernel runs).
 template <class TY> BsrKernels<bf16, TY> bsr_kernels_bf16();
+/// SDDMM with K in pairs.
+SddmmKernels<bf16> sddmm_kernels_bf16();
 /// Symmetric products with pair kernels for block triangles (CSR triangles run
 /// symmetric_tile.inc's loop).
 template <class TY> SymmetricKernels<bf16, TY> symmetric_kernels_bf16();

@@ -2,8 +2,10 @@
 // vdpbf16ps multiplies pairs of bf16 along K and accumulates in fp32, twice the fp32
 // FMA rate. B is packed as bf16 row pairs: panel element (t, c, h) holds B(2t + h, c),
 // so one 32-bit broadcast of A(r, 2t..2t+1) meets 16 columns per register.
-// That path needs an even block size (pairs never cross a block) and a non-transposed A
-// (pairs of A adjacent in memory). Small blocks (b <= 8, odd ones too) against 2 to 8
+// That path needs an even block size (pairs never cross a block); a transposed A (a
+// linear layer's dX = dY W) has each block transposed into the workspace first, so its
+// pairs lie adjacent. The SDDMM (a linear layer's dW) runs as pairs of K (tokens) with
+// both operands packed as pairs. Small blocks (b <= 8, odd ones too) against 2 to 8
 // columns, and against one contiguous column (SpMV), run the small pair kernels below;
 // other cases (a linear layer's decode among them) run this TU's copy of the widening
 // kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
@@ -35,7 +37,7 @@ static_assert(kPairNR == panel_width<bf16>(), "pair panels follow bsr_tile.inc's
 
 template <class TY>
 bool use_pairs(const BsrProduct<bf16, TY>& p) {
-  return p.width > 1 && p.b % 2 == 0 && !p.trans_a && !small_kernel(p) && !decode_kernel(p);
+  return p.width > 1 && p.b % 2 == 0 && !small_kernel(p) && !decode_kernel(p);
 }
 
 // Small blocks (b <= 8) against at most 8 columns: a row of C per zmm register, its 16
@@ -63,7 +65,8 @@ std::size_t pairs_packed_bytes(const BsrProduct<bf16, TY>& p) {
 template <class TY>
 std::size_t pairs_workspace_bytes(const BsrProduct<bf16, TY>& p) {
   if (!use_pairs(p)) return workspace_bytes(p);
-  return static_cast<std::size_t>(p.b * chunk_width<bf16>()) * sizeof(float);
+  const std::size_t transposed = p.trans_a ? static_cast<std::size_t>(p.b * p.b) * sizeof(bf16) : 0;
+  return static_cast<std::size_t>(p.b * chunk_width<bf16>()) * sizeof(float) + transposed;
 }
 
 /// B per block row as quads_per_row(b) registers of 32 words: dword lane 2c + h of quad j
@@ -142,18 +145,20 @@ void pairs_pack(const BsrProduct<bf16, TY>& p, void* packed_v, index_t r0, index
   }
 }
 
-/// ws(MR, 32) (+)= a(MR, b) * bp(b, 32), K in pairs.
+/// ws(MR, 32) (+)= a(MR, K) * bp(K, 32) over `kpairs` pairs of K: row r's pair kp (two
+/// adjacent words) at a + r * ra + kp * ka, bp's pair row kp (32 dwords) at bp + kp * 64.
 template <int MR>
-void micro_pairs(index_t b, const bf16* a, const std::uint16_t* bp, float* ws, index_t ldw, bool first) {
+void micro_pairs(index_t kpairs, const bf16* a, index_t ra, index_t ka, const std::uint16_t* bp, float* ws,
+                 index_t ldw, bool first) {
   __m512 acc[MR][2];
   for (int r = 0; r < MR; ++r)
     for (int v = 0; v < 2; ++v) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ws + r * ldw + 16 * v);
-  for (index_t k = 0; k < b; k += 2) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + k * kPairNR);
-    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + k * kPairNR + 32);
+  for (index_t kp = 0; kp < kpairs; ++kp) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + kp * 2 * kPairNR);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + kp * 2 * kPairNR + 32);
     for (int r = 0; r < MR; ++r) {
       std::uint32_t pair;
-      std::memcpy(&pair, a + r * b + k, sizeof pair);
+      std::memcpy(&pair, a + r * ra + kp * ka, sizeof pair);
       const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
@@ -163,12 +168,57 @@ void micro_pairs(index_t b, const bf16* a, const std::uint16_t* bp, float* ws, i
     for (int v = 0; v < 2; ++v) _mm512_storeu_ps(ws + r * ldw + 16 * v, acc[r][v]);
 }
 
+/// micro_strips of bsr_tile.inc on pairs: ws(rows, panels * 32) (+)= a(rows, K) * the
+/// panels (panel jp at bp + jp * panel_stride words), strips of kMR rows, each strip
+/// meeting every panel before the next starts.
 template <int... R>
-void micro_pairs_rows(std::integer_sequence<int, R...>, int rows, index_t b, const bf16* a, const std::uint16_t* bp,
-                      float* ws, index_t ldw, bool first) {
-  using Fn = void (*)(index_t, const bf16*, const std::uint16_t*, float*, index_t, bool);
+void pair_strips(std::integer_sequence<int, R...>, index_t rows, index_t kpairs, const bf16* a, index_t ra, index_t ka,
+                 const std::uint16_t* bp, index_t panels, index_t panel_stride, float* ws, index_t ldw, bool first) {
+  using Fn = void (*)(index_t, const bf16*, index_t, index_t, const std::uint16_t*, float*, index_t, bool);
   static constexpr Fn table[] = {&micro_pairs<R + 1>...};
-  table[rows - 1](b, a, bp, ws, ldw, first);
+  for (index_t s = 0; s < rows; s += kMR) {
+    const Fn micro = table[min_index(kMR, rows - s) - 1];
+    for (index_t jp = 0; jp < panels; ++jp)
+      micro(kpairs, a + s * ra, ra, ka, bp + jp * panel_stride, ws + s * ldw + jp * kPairNR, ldw, first);
+  }
+}
+constexpr auto kStrips = std::make_integer_sequence<int, kMR>{};
+
+/// Dword j of the result is (even's word 16 Half + j, odd's word 16 Half + j): two rows'
+/// words paired.
+template <int Half>
+[[gnu::always_inline]] inline __m512i interleave_words(__m512i even, __m512i odd) {
+  static constexpr std::array<std::uint16_t, 32> kIndex = [] {  // word w from even (w even) or odd (w odd)
+    std::array<std::uint16_t, 32> index{};
+    for (int w = 0; w < 32; ++w) index[w] = static_cast<std::uint16_t>(16 * Half + w / 2 + (w % 2) * 32);
+    return index;
+  }();
+  return _mm512_permutex2var_epi16(even, _mm512_loadu_si512(kIndex.data()), odd);
+}
+
+/// at(r, k) = blk(k, r) for a b x b block: rows of blk paired by a word interleave, then
+/// 16 x 16 dword transposes, for b a multiple of 32; word by word otherwise.
+void transpose_block(const bf16* blk, index_t b, bf16* at) {
+  if (b % 32 != 0) {
+    for (index_t r = 0; r < b; ++r)
+      for (index_t k = 0; k < b; ++k) at[r * b + k] = blk[k * b + r];
+    return;
+  }
+  using V = Vec<float>;  // dwords as float lanes: only moved
+  for (index_t k0 = 0; k0 < b; k0 += 32)
+    for (index_t r0 = 0; r0 < b; r0 += 32) {
+      __m512 pairs[2][16];  // [half][kp]: dword i = (blk(k0 + 2kp, r0 + 16 half + i), blk(k0 + 2kp + 1, ...))
+      for (int kp = 0; kp < 16; ++kp) {
+        const __m512i even = _mm512_loadu_si512(blk + (k0 + 2 * kp) * b + r0);
+        const __m512i odd = _mm512_loadu_si512(blk + (k0 + 2 * kp + 1) * b + r0);
+        pairs[0][kp] = _mm512_castsi512_ps(interleave_words<0>(even, odd));
+        pairs[1][kp] = _mm512_castsi512_ps(interleave_words<1>(even, odd));
+      }
+      for (int half = 0; half < 2; ++half) {
+        V::transpose(pairs[half]);
+        for (int i = 0; i < 16; ++i) _mm512_storeu_ps(at + (r0 + 16 * half + i) * b + k0, pairs[half][i]);
+      }
+    }
 }
 
 /// The 8 words of x from k0 in a register's first 128 bits, the others zero; zero from
@@ -392,7 +442,7 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
   const auto* packed = static_cast<const std::uint16_t*>(packed_v);
   auto* ws = static_cast<float*>(ws_v);
   const index_t b = p.b, ncw = chunk_width<bf16>();
-  const auto strips = std::make_integer_sequence<int, kMR>{};
+  bf16* at = reinterpret_cast<bf16*>(ws + b * ncw);  // a transposed A's block (pairs_workspace_bytes)
   for (index_t bi = r0; bi < r1; ++bi) {
     const index_t rows = min_index(b, p.out_rows - bi * b);
     for (index_t c0 = 0; c0 < p.width; c0 += ncw) {
@@ -402,17 +452,12 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
         for (index_t i = 0; i < rows * ncw; ++i) ws[i] = 0.0f;
       for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
         const bf16* blk = p.block(q);
-        const std::uint16_t* bq = packed + panel_offset<bf16>(p.in_block_rows, b, p.width, p.idx[q], c0 / kPairNR);
-        const bool first = q == p.ptr[bi];
-        for (index_t s = 0; s < rows; s += kMR) {
-          const int mr = static_cast<int>(min_index(kMR, rows - s));
-          for (index_t jp = 0; jp < panels; ++jp) {
-            const std::uint16_t* bpanel = bq + jp * b * kPairNR;
-            float* w = ws + s * ncw + jp * kPairNR;
-            if (mr == kMR) micro_pairs<kMR>(b, blk + s * b, bpanel, w, ncw, first);
-            else micro_pairs_rows(strips, mr, b, blk + s * b, bpanel, w, ncw, first);
-          }
+        if (p.trans_a) {
+          transpose_block(blk, b, at);
+          blk = at;
         }
+        const std::uint16_t* bq = packed + panel_offset<bf16>(p.in_block_rows, b, p.width, p.idx[q], c0 / kPairNR);
+        pair_strips(kStrips, rows, b / 2, blk, b, 2, bq, panels, b * kPairNR, ws, ncw, q == p.ptr[bi]);
       }
       write_out(p, ws, ncw, bi * b, rows, c0, nc);
     }
@@ -573,6 +618,77 @@ void pair_symmetric_local(const SymmetricProduct<bf16, TY>& p, const detail::Sym
   });
 }
 
+// ---- SDDMM as pairs of K ------------------------------------------------------------
+// The blocks of alpha X Yᵀ with K (the width: a linear layer's tokens) in pairs. Both
+// operands are packed K-major as pairs: row r's pair kp, the dword (M(r, 2kp),
+// M(r, 2kp + 1)), at dword kp * n + r, zero past the width. Yᵀ is packed per block column
+// in panels of 32 columns (n = 32, the panels of bsr_tile.inc's SDDMM); X per block row
+// into the workspace (n = b), read by the strips one dword broadcast per row and pair.
+
+/// Rows [0, valid) of M (element (r, k) at src[k * ld + r] when transposed, else
+/// src[r * ld + k]), K-major in pairs into dst: n dwords per pair of k, zero from valid.
+void pack_pairs(const bf16* src, index_t ld, bool transposed, index_t valid, index_t n, index_t width,
+                std::uint32_t* dst) {
+  const index_t kpairs = (width + 1) / 2;
+  const auto word = [&](index_t r, index_t k) -> std::uint32_t {
+    return k < width ? (transposed ? src[k * ld + r] : src[r * ld + k]).bits : 0u;
+  };
+  for (index_t kp = 0; kp < kpairs; ++kp) {
+    std::uint32_t* d = dst + kp * n;
+    const index_t k = 2 * kp;
+    index_t r = 0;
+    if (transposed && k + 1 < width)  // two rows of M's tokens: their words interleaved
+      for (; r + 32 <= valid; r += 32) {
+        const __m512i even = _mm512_loadu_si512(src + k * ld + r), odd = _mm512_loadu_si512(src + (k + 1) * ld + r);
+        _mm512_storeu_si512(d + r, interleave_words<0>(even, odd));
+        _mm512_storeu_si512(d + r + 16, interleave_words<1>(even, odd));
+      }
+    for (; r < valid; ++r) d[r] = word(r, k) | word(r, k + 1) << 16;
+    for (; r < n; ++r) d[r] = 0;
+  }
+}
+
+index_t sddmm_pairs(const BsrSampled<bf16>& p) { return (p.width + 1) / 2; }
+
+std::size_t sddmm_pairs_packed_bytes(const BsrSampled<bf16>& p) {
+  return static_cast<std::size_t>(p.block_cols * sddmm_panels(p) * sddmm_pairs(p) * kPairNR) * sizeof(std::uint32_t);
+}
+
+std::size_t sddmm_pairs_workspace_bytes(const BsrSampled<bf16>& p) {
+  return static_cast<std::size_t>(p.b * sddmm_panels(p) * kPairNR) * sizeof(float) +
+         static_cast<std::size_t>(sddmm_pairs(p) * p.b) * sizeof(std::uint32_t);
+}
+
+void sddmm_pairs_pack(const BsrSampled<bf16>& p, void* packed_v, index_t c0, index_t c1) {
+  const index_t panels = sddmm_panels(p), kpairs = sddmm_pairs(p);
+  auto* packed = static_cast<std::uint32_t*>(packed_v);
+  for (index_t bj = c0; bj < c1; ++bj)
+    for (index_t jp = 0; jp < panels; ++jp) {
+      const index_t first = bj * p.b + jp * kPairNR;  // Y's row in the panel's column 0
+      const index_t valid = std::max(index_t{0}, min_index(min_index(kPairNR, p.b - jp * kPairNR), p.cols - first));
+      pack_pairs(p.Y + (p.y_transposed ? first : first * p.ldy), p.ldy, p.y_transposed, valid, kPairNR, p.width,
+                 packed + (bj * panels + jp) * kpairs * kPairNR);
+    }
+}
+
+void sddmm_pairs_compute(const BsrSampled<bf16>& p, const void* packed_v, void* ws_v, index_t r0, index_t r1) {
+  const auto* packed = static_cast<const std::uint32_t*>(packed_v);
+  const index_t b = p.b, panels = sddmm_panels(p), kpairs = sddmm_pairs(p), ldw = panels * kPairNR;
+  auto* ws = static_cast<float*>(ws_v);
+  auto* x = reinterpret_cast<std::uint32_t*>(ws + b * ldw);  // this block row's X in pairs
+  for (index_t bi = r0; bi < r1; ++bi) {
+    if (p.ptr[bi] == p.ptr[bi + 1]) continue;
+    const index_t rows = min_index(b, p.rows - bi * b);
+    pack_pairs(p.X + (p.x_transposed ? bi * b : bi * b * p.ldx), p.ldx, p.x_transposed, rows, b, p.width, x);
+    for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
+      const auto* yq = reinterpret_cast<const std::uint16_t*>(packed + p.idx[q] * panels * kpairs * kPairNR);
+      pair_strips(kStrips, rows, kpairs, reinterpret_cast<const bf16*>(x), 2, 2 * b, yq, panels, 2 * kpairs * kPairNR,
+                  ws, ldw, true);
+      sddmm_write(p, q, ws, ldw, rows, min_index(b, p.cols - p.idx[q] * b));
+    }
+  }
+}
+
 }  // namespace
 
 template <class TY>
@@ -581,6 +697,10 @@ BsrKernels<bf16, TY> bsr_kernels_bf16() {
 }
 template BsrKernels<bf16, float> bsr_kernels_bf16<float>();
 template BsrKernels<bf16, bf16> bsr_kernels_bf16<bf16>();
+
+SddmmKernels<bf16> sddmm_kernels_bf16() {
+  return {&sddmm_pairs_packed_bytes, &sddmm_pairs_workspace_bytes, &sddmm_pairs_pack, &sddmm_pairs_compute};
+}
 
 template <class TY>
 SymmetricKernels<bf16, TY> symmetric_kernels_bf16() {
