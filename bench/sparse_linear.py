@@ -11,7 +11,9 @@ load of a shared machine falls on both. Decode rows
 ("op": "decode": forward without autograd, 1 to 16 tokens) add "bytes_per_s": the stored
 blocks' bytes (the weight the layer must read) per second, and one "op": "read_bandwidth"
 row gives this machine's read bandwidth with the same threads (a sum over a buffer much
-larger than the caches), measured beside them.
+larger than the caches), measured beside them. With --bf16-vs-fp32, "op": "fwd_bwd_dtypes"
+rows time a bf16 and an fp32 layer of the same layout against each other (`speedup`: the
+fp32 time over the bf16 time).
 
 Both sides run with --threads threads: torch.set_num_threads (torch defaults to 1 thread
 on these VMs) and trnsparse.set_num_threads, with OMP_WAIT_POLICY=PASSIVE unless set
@@ -113,8 +115,29 @@ def run(args) -> None:
                                   speedup=1.0))
                         emit(dict(common, op=op, impl="trnsparse", block=b, density=layer.density, median_s=s,
                                   speedup=dense_s / s))
+    if args.bf16_vs_fp32:
+        run_dtype_pairs(args, base)
     if args.decode:
         run_decode(args, base)
+
+
+def run_dtype_pairs(args, base) -> None:
+    """bf16 against fp32 layers of the same layout, forward + backward timed alternately:
+    one "op": "fwd_bwd_dtypes" row each, its "speedup" the fp32 time over the bf16 time."""
+    for shape in args.shapes.split(","):
+        n_in, n_out = (int(v) for v in shape.split("x"))
+        for b in (int(v) for v in args.blocks.split(",")):
+            for density in (float(v) for v in args.bf16_vs_fp32.split(",")):
+                runs = []
+                for dtype in (torch.float32, torch.bfloat16):
+                    torch.manual_seed(0)
+                    layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
+                    x = torch.randn(args.tokens, n_in, dtype=dtype, requires_grad=True)
+                    runs.append(forward_backward(layer, x, torch.randn(args.tokens, n_out, dtype=dtype)))
+                fp32_s, bf16_s = paired_times(*runs, args.repeats)
+                emit(dict(base, op="fwd_bwd_dtypes", impl="trnsparse", **{"in": n_in, "out": n_out},
+                          tokens=args.tokens, block=b, density=layer.density, float32_s=fp32_s, bfloat16_s=bf16_s,
+                          speedup=fp32_s / bf16_s))
 
 
 def run_decode(args, base) -> None:
@@ -147,6 +170,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--forward-only", action="store_true", help="skip the forward + backward rows")
+    p.add_argument("--bf16-vs-fp32", default="", metavar="DENSITIES",
+                   help="densities at which bf16 and fp32 layers are timed against each other; empty: none")
     p.add_argument("--decode", default="1,4,16", help="decode token counts (bf16); empty: none")
     p.add_argument("--decode-repeats", type=int, default=50)
     run(p.parse_args())

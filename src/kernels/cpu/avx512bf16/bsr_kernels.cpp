@@ -432,9 +432,20 @@ void small_pairs_compute(const BsrProduct<bf16, TY>& p, const std::uint16_t* pac
   });
 }
 
+/// decode_tile.inc's step on pairs: 32 values of W's row and X's token as 16 pairs, one
+/// vdpbf16ps where the widening step spends two widening loads and an FMA per 16.
+struct PairDecode {
+  using V = Vec<float>;
+  using in = __m512bh;
+  static constexpr index_t K = 32;
+  static in load(const bf16* p) { return (__m512bh)_mm512_loadu_si512(p); }
+  static __m512 fma(in w, in x, __m512 acc) { return _mm512_dpbf16_ps(acc, w, x); }
+};
+
 /// The tiling of compute_panels in bsr_tile.inc, on bf16 pair panels.
 template <class TY>
 void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws_v, index_t r0, index_t r1) {
+  if (decode_kernel(p) && p.b % PairDecode::K == 0) return compute_decode<PairDecode>(p, r0, r1);
   if (use_small_pairs(p)) return small_pairs_compute(p, static_cast<const std::uint16_t*>(packed_v), r0, r1);
   if (use_pair_vector(p))
     return with_small_block(p.b, [&](auto B) { pair_vector_rows<decltype(B)::value>(p, p.idx32, r0, r1); });
