@@ -42,6 +42,7 @@ std::vector<LinearCase> cases() {
       // groups of 4 tokens, a partial last group, a partial last block row and column.
       {"decode_b32_ragged_3_tokens", 100, 75, 32, 3},
       {"decode_b16_16_tokens", 64, 130, 16, 16},
+      {"decode_b32_ragged_12_tokens", 100, 75, 32, 12},  // bf16: tokens in lanes, odd features
       {"decode_b128_2_tokens", 200, 300, 128, 2},
       {"decode_b64_1_token", 130, 200, 64, 1},
   };
@@ -221,14 +222,17 @@ TYPED_TEST(DeterminismLinear, EveryProductGivesTheSameBitsOnAnyThreadCount) {
     linear_forward<TA, TY>(weight_of(W), X.view(), std::span<const Acc>(bias), y.view());
     return values(y);
   });
-  // Decode: few tokens over a weight large enough for 3 threads.
+  // Decode: few tokens over a weight large enough for 3 threads (bf16: 5 tokens in
+  // pair groups, 13 in lanes).
   const BsrMatrix<TA> big = random_bsr<TA>(this->rng, 1024, 1000, 32, {0.5, 0.0, false, 0.0});
-  const Dense<TA> few = random_dense<TA>(this->rng, 5, 1000);
-  expect_thread_independent([&] {
-    Dense<TY> y(5, 1024);
-    linear_forward<TA, TY>(weight_of(big), few.view(), {}, y.view());
-    return values(y);
-  });
+  for (const index_t n : {5, 13}) {
+    const Dense<TA> few = random_dense<TA>(this->rng, n, 1000);
+    expect_thread_independent([&] {
+      Dense<TY> y(n, 1024);
+      linear_forward<TA, TY>(weight_of(big), few.view(), {}, y.view());
+      return values(y);
+    });
+  }
   expect_thread_independent([&] {
     Dense<TY> dx(tokens, in);
     linear_backward_input<TA, TY>(weight_of(W), dY.view(), dx.view());

@@ -55,9 +55,81 @@ bool use_small_pairs(const BsrProduct<bf16, TY>& p) {
 /// Quads (4 rows: two pairs) per block row of B.
 constexpr index_t quads_per_row(index_t b) { return (b + 3) / 4; }
 
+// Decode of 5 to 16 tokens with the tokens in lanes: X is packed as pairs of features,
+// dword lane t of pair row kp holding (X(t, 2kp), X(t, 2kp + 1)), zero past the tokens
+// and the features. One pair of a W row, broadcast from memory, then meets every token
+// in one vdpbf16ps, and each output is a lane: no horizontal sums. (decode_tile.inc's
+// groups of 4 tokens read every block once per group, and X's token rows, a power of
+// two apart, share few L1 sets; here each group of 8 rows reads its rows of each block
+// once, and a block's pair rows of X are 1 KiB in a row at b = 32.) Up to 4 tokens,
+// decode_tile.inc's single group of tokens spends fewer instructions than 16 lanes do.
+constexpr index_t kLaneTokens = 16;
+
+template <class TY>
+bool use_token_lanes(const BsrProduct<bf16, TY>& p) {
+  return decode_kernel(p) && p.width > 4 && p.b % 2 == 0;
+}
+
+/// The feature pairs of B's block rows [r0, r1) as token-lane pair rows: 16 tokens x 16
+/// pairs transposed in registers as dwords, the edges pair by pair.
+template <class TY>
+void token_lanes_pack(const BsrProduct<bf16, TY>& p, std::uint32_t* packed, index_t r0, index_t r1) {
+  const index_t k0 = r0 * p.b / 2, k1 = r1 * p.b / 2;  // pair rows
+  const index_t whole = min_index(k1, p.in_rows / 2);  // pair rows wholly inside B
+  const index_t tiled = whole > k0 ? (whole - k0) / kLaneTokens * kLaneTokens : 0;
+  transposed_tiles<Vec<float>>(  // dwords as float lanes: only moved
+      kLaneTokens, tiled,
+      [&](index_t t, index_t kp) {
+        return t < p.width ? _mm512_loadu_ps(reinterpret_cast<const float*>(p.B + t * p.ldb) + k0 + kp)
+                           : _mm512_setzero_ps();
+      },
+      [&](index_t kp, index_t, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(packed + (k0 + kp) * kLaneTokens), v); });
+  for (index_t kp = k0 + tiled; kp < k1; ++kp)
+    for (index_t t = 0; t < kLaneTokens; ++t) {
+      const auto word = [&](index_t k) -> std::uint32_t {
+        return t < p.width && k < p.in_rows ? p.B[t * p.ldb + k].bits : 0u;
+      };
+      packed[kp * kLaneTokens + t] = word(2 * kp) | word(2 * kp + 1) << 16;
+    }
+}
+
+/// Output block rows [r0, r1) with the tokens in lanes, in groups of 8 rows.
+template <class TY>
+void token_lanes_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, index_t r0, index_t r1) {
+  constexpr int MR = 8;  // decode_kernel: b is a multiple of 8
+  const index_t b = p.b;
+  for (index_t bi = r0; bi < r1; ++bi) {
+    const index_t rows = min_index(b, p.out_rows - bi * b);
+    for (index_t g = 0; g < rows; g += MR) {
+      __m512 acc[MR];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
+        if (g == 0 && q + kDecodeAhead < p.ptr[bi + 1]) {  // as decode_group: whole blocks ahead
+          const bf16* ahead = p.block(q + kDecodeAhead);
+          prefetch_range(ahead, ahead + b * b, 0);
+        }
+        const bf16* blk = p.block(q) + g * b;
+        const std::uint32_t* x = packed + p.column(q) * b / 2 * kLaneTokens;
+        for (index_t kp = 0; kp < b / 2; ++kp) {
+          const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + kp * kLaneTokens);
+          for (int r = 0; r < MR; ++r) {
+            std::uint32_t pair;
+            std::memcpy(&pair, blk + r * b + 2 * kp, sizeof pair);
+            acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(static_cast<int>(pair)), xv);
+          }
+        }
+      }
+      alignas(64) float out[MR * kLaneTokens];
+      for (int r = 0; r < MR; ++r) _mm512_store_ps(out + r * kLaneTokens, acc[r]);
+      write_out(p, out, kLaneTokens, bi * b + g, min_index(MR, rows - g), 0, p.width);
+    }
+  }
+}
+
 template <class TY>
 std::size_t pairs_packed_bytes(const BsrProduct<bf16, TY>& p) {
   if (use_small_pairs(p)) return static_cast<std::size_t>(p.in_block_rows * quads_per_row(p.b) * 32) * sizeof(bf16);
+  if (use_token_lanes(p)) return static_cast<std::size_t>(p.in_block_rows * p.b * kLaneTokens) * sizeof(bf16);
   if (!use_pairs(p)) return packed_bytes(p);
   return static_cast<std::size_t>(p.in_block_rows * p.b * round_up(p.width, kPairNR)) * sizeof(bf16);
 }
@@ -129,6 +201,7 @@ void pairs_pack_transposed(const BsrProduct<bf16, TY>& p, std::uint16_t* packed,
 template <class TY>
 void pairs_pack(const BsrProduct<bf16, TY>& p, void* packed_v, index_t r0, index_t r1) {
   if (use_small_pairs(p)) return small_quads_pack(p, static_cast<std::uint16_t*>(packed_v), r0, r1);
+  if (use_token_lanes(p)) return token_lanes_pack(p, static_cast<std::uint32_t*>(packed_v), r0, r1);
   if (!use_pairs(p)) return pack(p, packed_v, r0, r1);
   auto* packed = static_cast<std::uint16_t*>(packed_v);
   if (p.b_transposed) return pairs_pack_transposed(p, packed, r0, r1);
@@ -445,6 +518,7 @@ struct PairDecode {
 /// The tiling of compute_panels in bsr_tile.inc, on bf16 pair panels.
 template <class TY>
 void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws_v, index_t r0, index_t r1) {
+  if (use_token_lanes(p)) return token_lanes_compute(p, static_cast<const std::uint32_t*>(packed_v), r0, r1);
   if (decode_kernel(p) && p.b % PairDecode::K == 0) return compute_decode<PairDecode>(p, r0, r1);
   if (use_small_pairs(p)) return small_pairs_compute(p, static_cast<const std::uint16_t*>(packed_v), r0, r1);
   if (use_pair_vector(p))
