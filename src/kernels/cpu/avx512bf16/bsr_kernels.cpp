@@ -104,10 +104,7 @@ void token_lanes_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* pac
       __m512 acc[MR];
       for (auto& a : acc) a = _mm512_setzero_ps();
       for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-        if (g == 0 && q + kDecodeAhead < p.ptr[bi + 1]) {  // as decode_group: whole blocks ahead
-          const bf16* ahead = p.block(q + kDecodeAhead);
-          prefetch_range(ahead, ahead + b * b, 0);
-        }
+        if (g == 0) decode_prefetch(p, q, p.ptr[r1]);
         const bf16* blk = p.block(q) + g * b;
         const std::uint32_t* x = packed + p.column(q) * b / 2 * kLaneTokens;
         for (index_t kp = 0; kp < b / 2; ++kp) {
