@@ -16,8 +16,8 @@ rows time a bf16 and an fp32 layer of the same layout against each other (`speed
 fp32 time over the bf16 time).
 
 Both sides run with --threads threads: torch.set_num_threads (torch defaults to 1 thread
-on these VMs) and trnsparse.set_num_threads, with OMP_WAIT_POLICY=PASSIVE unless set
-(see below).
+on these VMs) and trnsparse.set_num_threads, with OMP_WAIT_POLICY=PASSIVE and
+OPENBLAS_THREAD_TIMEOUT=4 unless set (see below).
 
     PYTHONPATH=build/python /usr/bin/python3 bench/sparse_linear.py --shapes 4096x4096 --blocks 32
 """
@@ -29,11 +29,13 @@ import os
 import statistics
 import time
 
-# torch's OpenMP threads spin after each parallel region by default, and trnsparse's pool
-# polls for 200 µs after each team: on 2 cores each side's idle threads then take the
-# cores the other's next call needs. Passive waiting (unless the caller chose otherwise)
-# is set before torch starts OpenMP.
+# torch's OpenMP threads spin after each parallel region by default, its OpenBLAS threads
+# (fp32 nn.Linear) call sched_yield for 2^28 cycles after each product, and trnsparse's
+# pool polls for 200 µs after each team: on 2 cores each side's idle threads then take the
+# cores the other's next call needs. Passive waiting, and OpenBLAS's shortest spin (2^4
+# cycles), unless the caller chose otherwise, are set before torch loads either library.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 import torch  # noqa: E402
 
 import trnsparse as ts  # noqa: E402

@@ -19,7 +19,7 @@ input, bf16 under autocast, no autograd) is timed dense against sparse.
 It prints each step's loss and tokens/s, a summary (final loss, mean tokens/s), writes the
 curves to --out-json and a PNG (loss vs step, loss vs wall-clock seconds) to --out-png.
 torch and trnsparse run on 2 threads (torch.set_num_threads(2): torch defaults to 1 on
-these VMs), with OMP_WAIT_POLICY=PASSIVE unless set.
+these VMs), with OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 unless set.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/python/sparse_mlp.py --steps 60
 """
@@ -33,9 +33,12 @@ import statistics
 import sys
 import time
 
-# torch's OpenMP threads spin after each parallel region by default and would take the
-# cores trnsparse's next call needs (2-core VMs): passive waiting, set before torch starts.
+# torch's OpenMP threads spin after each parallel region by default, and its OpenBLAS
+# threads call sched_yield for 2^28 cycles after each product: both would take the cores
+# trnsparse's next call needs (2-core VMs). Passive waiting and OpenBLAS's shortest spin
+# (2^4 cycles), set before torch loads either library; the dense run gets them too.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
