@@ -99,6 +99,38 @@ def train(kind: str, data: torch.Tensor, args: argparse.Namespace) -> tuple[dict
             "late_tokens_per_s": statistics.median(rates[n // 2:])}, model
 
 
+def mlp_share(model: torch.nn.Module, data: torch.Tensor, args: argparse.Namespace, repeats: int = 5) -> dict:
+    """Seconds of a training step's forward and backward and of the MLPs' alone (every
+    block's, on activations of the step's shape), timed alternately: the share of a step
+    that sparse MLPs can speed up. At density d the step is then at most
+    1 / (1 - share + share d) times faster (Amdahl), before the optimizer's smaller step."""
+    chunk = data[: args.context + 1].long().expand(args.batch, -1)
+    h = torch.randn(args.batch, args.context, args.width, requires_grad=True)
+    mlps = [block.mlp for block in model.blocks]
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(chunk[:, :-1]).reshape(-1, 256), chunk[:, 1:].reshape(-1)).backward()
+
+    def mlps_only():
+        model.zero_grad(set_to_none=True)
+        h.grad = None
+        for mlp in mlps:
+            mlp(h).sum().backward()
+
+    step()
+    mlps_only()
+    times = {step: [], mlps_only: []}
+    for _ in range(repeats):
+        for fn, t in times.items():
+            start = time.perf_counter()
+            fn()
+            t.append(time.perf_counter() - start)
+    step_s, mlp_s = statistics.median(times[step]), statistics.median(times[mlps_only])
+    share = mlp_s / step_s
+    return {"step_s": step_s, "mlp_s": mlp_s, "share": share, "bound": 1 / (1 - share + share * DENSITY)}
+
+
 def mlp_decode_tokens_per_s(model: torch.nn.Module, width: int, repeats: int) -> float:
     """Tokens per second through every block's MLP, one token at a time, bf16 autocast."""
     x = torch.randn(1, 1, width)
@@ -161,6 +193,10 @@ def main(argv: list[str] | None = None) -> dict:
               "data": summary, "threads": THREADS, "runs": results}
     if "dense" in models:
         dense = models["dense"]
+        share = report["mlp_share"] = mlp_share(dense, data, args)
+        print(f"dense step (forward + backward) {share['step_s']:.3f} s, its MLPs {share['mlp_s']:.3f} s "
+              f"({100 * share['share']:.0f}%): MLPs at {DENSITY:.0%} density make it at most "
+              f"{share['bound']:.2f}x faster")
         decode = {"dense": mlp_decode_tokens_per_s(dense, args.width, args.decode_repeats)}
         ts.nn.sparsify(dense, DENSITY, block_size=args.block,
                        include=[f"blocks.{i}.mlp.*" for i in range(args.layers)])
