@@ -104,6 +104,7 @@ def dense_operand(x, dtype: torch.dtype, dims: int, who: str, name: str) -> torc
 # Outputs from this many bytes on come from the core's buffer pool (python/src/buffers.cpp:
 # memory kept faulted in from one call to the next), smaller ones from torch.
 POOLED_BYTES = 4 << 20
+_ELEMENT_BYTES = {torch.float32: 4, torch.float64: 8, torch.bfloat16: 2}
 
 
 def empty(shape, dtype: torch.dtype, who: str, strides=None) -> torch.Tensor:
@@ -116,10 +117,10 @@ def empty(shape, dtype: torch.dtype, who: str, strides=None) -> torch.Tensor:
         for size in reversed(shape):
             strides.insert(0, n)
             n *= max(size, 1)
-    numel = 1
+    nbytes = _ELEMENT_BYTES.get(dtype, 0)  # 0: a dtype the pool does not serve
     for size in shape:
-        numel *= size
-    if numel * torch.empty(0, dtype=dtype).element_size() < POOLED_BYTES:
+        nbytes *= size
+    if nbytes < POOLED_BYTES:
         return torch.empty_strided(shape, strides, dtype=dtype)
     return torch.utils.dlpack.from_dlpack(_core.pooled_empty(list(shape), list(strides), dtype_name(dtype, who)))
 
