@@ -60,13 +60,13 @@ class BufferPool {
   static constexpr std::size_t kMaxKept = std::size_t{1} << 30;
 
   /// A buffer of at least `bytes` (its mapped size in `mapped`), a kept one when one of
-  /// that size is free.
+  /// that size is free: the one freed last, whose lines are likeliest still in cache.
   void* take(std::size_t bytes, std::size_t& mapped) {
     mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
     {
       const std::lock_guard lock(mutex_);
-      const auto it = free_.find(mapped);
-      if (it != free_.end()) {
+      auto it = free_.upper_bound(mapped);  // equal keys keep their order of insertion
+      if (it != free_.begin() && (--it)->first == mapped) {
         void* p = it->second;
         free_.erase(it);
         kept_ -= mapped;

@@ -673,7 +673,7 @@ def test_large_outputs_on_pooled_memory_have_the_same_bits_and_layout(monkeypatc
 
 def test_a_freed_pooled_output_serves_the_next_one():
     """The pool keeps a freed output's memory (already faulted in) for the next output of
-    its size; a size no other test uses, so the kept buffer is this test's."""
+    its size, the buffer freed last first (other tests leave buffers of this size too)."""
     q = torch.randn(1, 5, 2048, 128)  # 5 MiB
     mask = ts.mask.local_window(2048, 128, 1)
     O = ts.sparse_attention(q, q, q, mask)
