@@ -17,7 +17,7 @@ from torch.autograd.function import once_differentiable
 
 from . import _backend, _core, _torch_backend
 from ._formats import BSRMatrix, COOMatrix, CSRMatrix
-from ._interop import ShapeError, as_tensor, check, dense_arg, dense_operand, from_array
+from ._interop import ShapeError, as_tensor, check, dense_arg, dense_operand, empty, from_array
 
 Sparse = CSRMatrix | BSRMatrix
 
@@ -95,7 +95,7 @@ class _SparseDenseProduct(torch.autograd.Function):
 
 def _spmm_product(A: Sparse, alpha: float) -> Product:
     def product(h, B: torch.Tensor) -> torch.Tensor:
-        C = torch.empty((A.shape[0], B.shape[1]), dtype=A.dtype)
+        C = empty((A.shape[0], B.shape[1]), A.dtype, "spmm")
         _core.spmm(alpha, h, dense_arg(B), 0.0, dense_arg(C))
         return C
 
@@ -141,8 +141,7 @@ def spmm(A, B, alpha: float = 1.0, C=None, beta: float = 0.0) -> torch.Tensor:
     if _needs_grad(stored, B) or (C is not None and _needs_grad(C)):
         out = _SparseDenseProduct.apply(stored, B, A, _spmm_product(A, alpha), _spmm_gradient(alpha))
         return out if C is None else out + beta * C
-    out = torch.empty((A.shape[0], B.shape[1]), dtype=A.dtype) if C is None else C.clone(
-        memory_format=torch.contiguous_format)
+    out = empty((A.shape[0], B.shape[1]), A.dtype, who) if C is None else C.clone(memory_format=torch.contiguous_format)
     _core.spmm(alpha, A._handle(), dense_arg(B), beta if C is not None else 0.0, dense_arg(out))
     return out
 

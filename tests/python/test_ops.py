@@ -43,6 +43,27 @@ def test_spmm_does_not_modify_its_inputs():
     assert torch.equal(B, B0) and torch.equal(C, C0)
 
 
+def test_large_spmm_outputs_on_pooled_memory_have_the_same_bits(monkeypatch):
+    """CSR spmm outputs of 4 MiB and more (and their autograd forward) come from the core's
+    buffer pool, NaN-filled beforehand: the same bits as on torch's memory."""
+    import trnsparse._interop as interop
+
+    A = ts.from_dense(random_dense(1100, 300, 0.02, seed=12).float())
+    B = torch.randn(300, 1000)
+    leaf = B.clone().requires_grad_()
+
+    def run():
+        dirty = [interop.empty((1100, 1000), torch.float32, "test").fill_(float("nan")) for _ in range(4)]
+        del dirty
+        return ts.spmm(A, B), ts.spmm(A, leaf).detach()
+
+    assert 1100 * 1000 * 4 >= interop.POOLED_BYTES
+    pooled = run()
+    monkeypatch.setattr(interop, "POOLED_BYTES", 1 << 62)
+    for a, b in zip(pooled, run()):
+        assert torch.equal(a, b)
+
+
 def test_strided_and_numpy_operands():
     D = random_dense(9, 8, 0.4, seed=7)
     A = ts.from_dense(D)
