@@ -3,8 +3,8 @@
 // FMA rate. B is packed as bf16 row pairs: panel element (t, c, h) holds B(2t + h, c),
 // so one 32-bit broadcast of A(r, 2t..2t+1) meets 16 columns per register.
 // That path needs an even block size (pairs never cross a block); a transposed A (a
-// linear layer's dX = dY W) has each block transposed into the workspace first, so its
-// pairs lie adjacent. The SDDMM (a linear layer's dW) runs as pairs of K (tokens) with
+// linear layer's dX = dY W) has each block packed into the workspace first as pairs of
+// its rows (pack_pairs), so that each pair is one dword. The SDDMM (a linear layer's dW) runs as pairs of K (tokens) with
 // both operands packed as pairs. Small blocks (b <= 8, odd ones too) against 2 to 8
 // columns, and against one contiguous column (SpMV), run the small pair kernels below;
 // other cases (a linear layer's decode among them) run this TU's copy of the widening
@@ -266,29 +266,28 @@ template <int Half>
   return _mm512_permutex2var_epi16(even, _mm512_loadu_si512(kIndex.data()), odd);
 }
 
-/// at(r, k) = blk(k, r) for a b x b block: rows of blk paired by a word interleave, then
-/// 16 x 16 dword transposes, for b a multiple of 32; word by word otherwise.
-void transpose_block(const bf16* blk, index_t b, bf16* at) {
-  if (b % 32 != 0) {
-    for (index_t r = 0; r < b; ++r)
-      for (index_t k = 0; k < b; ++k) at[r * b + k] = blk[k * b + r];
-    return;
+/// Rows [0, valid) of M (element (r, k) at src[k * ld + r] when transposed, else
+/// src[r * ld + k]), K-major in pairs into dst: row r's pair kp, the dword (M(r, 2kp),
+/// M(r, 2kp + 1)), at dword kp * n + r; zero from valid and past the width.
+void pack_pairs(const bf16* src, index_t ld, bool transposed, index_t valid, index_t n, index_t width,
+                std::uint32_t* dst) {
+  const index_t kpairs = (width + 1) / 2;
+  const auto word = [&](index_t r, index_t k) -> std::uint32_t {
+    return k < width ? (transposed ? src[k * ld + r] : src[r * ld + k]).bits : 0u;
+  };
+  for (index_t kp = 0; kp < kpairs; ++kp) {
+    std::uint32_t* d = dst + kp * n;
+    const index_t k = 2 * kp;
+    index_t r = 0;
+    if (transposed && k + 1 < width)  // two rows of M's tokens: their words interleaved
+      for (; r + 32 <= valid; r += 32) {
+        const __m512i even = _mm512_loadu_si512(src + k * ld + r), odd = _mm512_loadu_si512(src + (k + 1) * ld + r);
+        _mm512_storeu_si512(d + r, interleave_words<0>(even, odd));
+        _mm512_storeu_si512(d + r + 16, interleave_words<1>(even, odd));
+      }
+    for (; r < valid; ++r) d[r] = word(r, k) | word(r, k + 1) << 16;
+    for (; r < n; ++r) d[r] = 0;
   }
-  using V = Vec<float>;  // dwords as float lanes: only moved
-  for (index_t k0 = 0; k0 < b; k0 += 32)
-    for (index_t r0 = 0; r0 < b; r0 += 32) {
-      __m512 pairs[2][16];  // [half][kp]: dword i = (blk(k0 + 2kp, r0 + 16 half + i), blk(k0 + 2kp + 1, ...))
-      for (int kp = 0; kp < 16; ++kp) {
-        const __m512i even = _mm512_loadu_si512(blk + (k0 + 2 * kp) * b + r0);
-        const __m512i odd = _mm512_loadu_si512(blk + (k0 + 2 * kp + 1) * b + r0);
-        pairs[0][kp] = _mm512_castsi512_ps(interleave_words<0>(even, odd));
-        pairs[1][kp] = _mm512_castsi512_ps(interleave_words<1>(even, odd));
-      }
-      for (int half = 0; half < 2; ++half) {
-        V::transpose(pairs[half]);
-        for (int i = 0; i < 16; ++i) _mm512_storeu_ps(at + (r0 + 16 * half + i) * b + k0, pairs[half][i]);
-      }
-    }
 }
 
 /// The 8 words of x from k0 in a register's first 128 bits, the others zero; zero from
@@ -524,7 +523,7 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
   const auto* packed = static_cast<const std::uint16_t*>(packed_v);
   auto* ws = static_cast<float*>(ws_v);
   const index_t b = p.b, ncw = chunk_width<bf16>();
-  bf16* at = reinterpret_cast<bf16*>(ws + b * ncw);  // a transposed A's block (pairs_workspace_bytes)
+  auto* at = reinterpret_cast<std::uint32_t*>(ws + b * ncw);  // a transposed A's block (pairs_workspace_bytes)
   for (index_t bi = r0; bi < r1; ++bi) {
     const index_t rows = min_index(b, p.out_rows - bi * b);
     for (index_t c0 = 0; c0 < p.width; c0 += ncw) {
@@ -534,12 +533,14 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
         for (index_t i = 0; i < rows * ncw; ++i) ws[i] = 0.0f;
       for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
         const bf16* blk = p.block(q);
-        if (p.trans_a) {
-          transpose_block(blk, b, at);
-          blk = at;
-        }
         const std::uint16_t* bq = packed + panel_offset<bf16>(p.in_block_rows, b, p.width, p.idx[q], c0 / kPairNR);
-        pair_strips(kStrips, rows, b / 2, blk, b, 2, bq, panels, b * kPairNR, ws, ncw, q == p.ptr[bi]);
+        if (p.trans_a) {  // A(r, k) = blk(k, r): the block's pairs packed K-major, pair (r, kp) at dword kp b + r
+          pack_pairs(blk, b, true, b, b, b, at);
+          pair_strips(kStrips, rows, b / 2, reinterpret_cast<const bf16*>(at), 2, 2 * b, bq, panels, b * kPairNR, ws,
+                      ncw, q == p.ptr[bi]);
+        } else {
+          pair_strips(kStrips, rows, b / 2, blk, b, 2, bq, panels, b * kPairNR, ws, ncw, q == p.ptr[bi]);
+        }
       }
       write_out(p, ws, ncw, bi * b, rows, c0, nc);
     }
@@ -702,33 +703,9 @@ void pair_symmetric_local(const SymmetricProduct<bf16, TY>& p, const detail::Sym
 
 // ---- SDDMM as pairs of K ------------------------------------------------------------
 // The blocks of alpha X Yᵀ with K (the width: a linear layer's tokens) in pairs. Both
-// operands are packed K-major as pairs: row r's pair kp, the dword (M(r, 2kp),
-// M(r, 2kp + 1)), at dword kp * n + r, zero past the width. Yᵀ is packed per block column
+// operands are packed K-major as pairs (pack_pairs). Yᵀ is packed per block column
 // in panels of 32 columns (n = 32, the panels of bsr_tile.inc's SDDMM); X per block row
 // into the workspace (n = b), read by the strips one dword broadcast per row and pair.
-
-/// Rows [0, valid) of M (element (r, k) at src[k * ld + r] when transposed, else
-/// src[r * ld + k]), K-major in pairs into dst: n dwords per pair of k, zero from valid.
-void pack_pairs(const bf16* src, index_t ld, bool transposed, index_t valid, index_t n, index_t width,
-                std::uint32_t* dst) {
-  const index_t kpairs = (width + 1) / 2;
-  const auto word = [&](index_t r, index_t k) -> std::uint32_t {
-    return k < width ? (transposed ? src[k * ld + r] : src[r * ld + k]).bits : 0u;
-  };
-  for (index_t kp = 0; kp < kpairs; ++kp) {
-    std::uint32_t* d = dst + kp * n;
-    const index_t k = 2 * kp;
-    index_t r = 0;
-    if (transposed && k + 1 < width)  // two rows of M's tokens: their words interleaved
-      for (; r + 32 <= valid; r += 32) {
-        const __m512i even = _mm512_loadu_si512(src + k * ld + r), odd = _mm512_loadu_si512(src + (k + 1) * ld + r);
-        _mm512_storeu_si512(d + r, interleave_words<0>(even, odd));
-        _mm512_storeu_si512(d + r + 16, interleave_words<1>(even, odd));
-      }
-    for (; r < valid; ++r) d[r] = word(r, k) | word(r, k + 1) << 16;
-    for (; r < n; ++r) d[r] = 0;
-  }
-}
 
 index_t sddmm_pairs(const BsrSampled<bf16>& p) { return (p.width + 1) / 2; }
 
