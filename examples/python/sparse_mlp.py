@@ -40,7 +40,6 @@ import time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import train_lm  # noqa: E402
@@ -80,7 +79,7 @@ def train(kind: str, data: torch.Tensor, args: argparse.Namespace) -> tuple[dict
         t0 = time.perf_counter()
         starts = torch.randint(0, data.numel() - args.context, (args.batch, 1), generator=batches)
         chunk = data[starts + offsets].long()
-        loss = F.cross_entropy(model(chunk[:, :-1]).reshape(-1, 256), chunk[:, 1:].reshape(-1))
+        loss = train_lm.next_byte_loss(model, chunk)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -110,7 +109,7 @@ def mlp_share(model: torch.nn.Module, data: torch.Tensor, args: argparse.Namespa
 
     def step():
         model.zero_grad(set_to_none=True)
-        F.cross_entropy(model(chunk[:, :-1]).reshape(-1, 256), chunk[:, 1:].reshape(-1)).backward()
+        train_lm.next_byte_loss(model, chunk).backward()
 
     def mlps_only():
         model.zero_grad(set_to_none=True)

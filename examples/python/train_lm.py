@@ -174,6 +174,11 @@ class ByteLM(torch.nn.Module):
         return self.ln(x) @ self.embed.weight.t()
 
 
+def next_byte_loss(model: torch.nn.Module, chunk: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the model's predictions of chunk's bytes 1.. from bytes ..-1."""
+    return F.cross_entropy(model(chunk[:, :-1]).reshape(-1, 256), chunk[:, 1:].reshape(-1))
+
+
 def train(kind: str, data: torch.Tensor, args: argparse.Namespace) -> dict:
     """One run: per-step losses, cumulative seconds and tokens/s."""
     torch.manual_seed(args.seed)
@@ -187,8 +192,7 @@ def train(kind: str, data: torch.Tensor, args: argparse.Namespace) -> dict:
         t0 = time.perf_counter()
         starts = torch.randint(0, data.numel() - args.context, (args.batch, 1), generator=batches)
         chunk = data[starts + offsets].long()
-        logits = model(chunk[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, 256), chunk[:, 1:].reshape(-1))
+        loss = next_byte_loss(model, chunk)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
