@@ -109,6 +109,12 @@ const kernels::CgKernels<T>& cg_kernels() {
 }
 
 template <class T>
+const kernels::BasisKernels<T>& basis_kernels() {
+  return per_isa<kernels::BasisKernels<T>, &cpu::scalar::basis_kernels<T>, &cpu::avx2::basis_kernels<T>,
+                 &cpu::avx512::basis_kernels<T>>();
+}
+
+template <class T>
 const kernels::AttentionKernels<T>& attention_kernels() {
   if constexpr (std::is_same_v<T, double>) {
     static const kernels::AttentionKernels<T> portable = reference::attention_kernels<T>();
@@ -149,6 +155,8 @@ template kernels::ColumnSums<double> column_sums<double>();
 template kernels::ColumnSums<bf16> column_sums<bf16>();
 template const kernels::CgKernels<float>& cg_kernels<float>();
 template const kernels::CgKernels<double>& cg_kernels<double>();
+template const kernels::BasisKernels<float>& basis_kernels<float>();
+template const kernels::BasisKernels<double>& basis_kernels<double>();
 template const kernels::AttentionKernels<float>& attention_kernels<float>();
 template const kernels::AttentionKernels<bf16>& attention_kernels<bf16>();
 template const kernels::AttentionKernels<double>& attention_kernels<double>();

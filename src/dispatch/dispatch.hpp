@@ -32,6 +32,8 @@ template <class T>
 kernels::ColumnSums<T> column_sums();
 template <class T>
 const kernels::CgKernels<T>& cg_kernels();
+template <class T>
+const kernels::BasisKernels<T>& basis_kernels();
 /// fp32 and bf16: the active ISA's (bf16 with AVX512-BF16: the vdpbf16ps kernels);
 /// double: the reference kernels on every ISA.
 template <class T>

@@ -1,5 +1,6 @@
-// The kernel contract of conjugate gradients' vector passes (solvers/cg.cpp): the
-// problem as plain arrays and the table of passes a backend provides. The lane layout of
+// The kernel contract of conjugate gradients' vector passes (solvers/cg.cpp) and of
+// GMRES's basis sweeps (solvers/krylov.cpp): the problem as plain arrays and the tables
+// of passes a backend provides. The lane layout of
 // the reductions is shared with the symmetric products' pᵀq (kernels/products.hpp).
 #pragma once
 
@@ -44,6 +45,21 @@ struct CgKernels {
   void (*update)(const CgBlock<T>&, bool select, index_t r0, index_t r1, double* lanes);
   /// p = M⁻¹ r + β p.
   void (*direction)(const CgBlock<T>&, bool select, index_t r0, index_t r1);
+};
+
+/// GMRES's sweeps over its Krylov basis (solvers/krylov.cpp): k vectors of one solve,
+/// vector q at V + q ld, over rows [r0, r1) of one reduction chunk. Reductions sit as a
+/// one-column CgBlock's do (reduction j's lane l at lanes[j kCgLanes + l]), and each
+/// element's updates run in the order of q, so the results do not depend on the ISA.
+template <class T>
+struct BasisKernels {
+  /// Reductions 2q and 2q + 1 (q < k): v_qᵀa and v_qᵀb; then 2k and 2k + 1: aᵀa and aᵀb.
+  void (*dots)(const T* V, index_t ld, index_t k, const T* a, const T* b, index_t r0, index_t r1, double* lanes);
+  /// a = (a - V s) scale; then, when b is not null, b = (b - V f) scale - last a.
+  void (*update)(const T* V, index_t ld, index_t k, const T* s, const T* f, T scale, T last, T* a, T* b, index_t r0,
+                 index_t r1);
+  /// out = V y.
+  void (*combine)(const T* V, index_t ld, index_t k, const T* y, T* out, index_t r0, index_t r1);
 };
 
 }  // namespace trnsparse::kernels

@@ -7,7 +7,9 @@
 
 #include <sys/mman.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <span>
 #include <stdexcept>
@@ -17,17 +19,22 @@
 
 namespace trnsparse::detail {
 
-/// Asks the kernel to back the whole 2 MiB pages of a vector's reserved storage with
-/// huge pages (advisory: ignored where unsupported).
-template <class T>
-void advise_huge_pages(std::vector<T>& v) noexcept {
+/// Asks the kernel to back the whole 2 MiB pages of `bytes` at `data` with huge pages
+/// (advisory: ignored where unsupported).
+inline void advise_huge_pages(const void* data, std::size_t bytes) noexcept {
   constexpr std::uintptr_t huge_page = std::uintptr_t{2} << 20;
-  const auto first = reinterpret_cast<std::uintptr_t>(v.data());
-  const std::uintptr_t last = first + v.capacity() * sizeof(T);
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t last = first + bytes;
   const std::uintptr_t aligned_first = (first + huge_page - 1) / huge_page * huge_page;
   const std::uintptr_t aligned_last = last / huge_page * huge_page;
   if (aligned_first < aligned_last)
     madvise(reinterpret_cast<void*>(aligned_first), aligned_last - aligned_first, MADV_HUGEPAGE);
+}
+
+/// The same for a vector's reserved storage.
+template <class T>
+void advise_huge_pages(std::vector<T>& v) noexcept {
+  advise_huge_pages(v.data(), v.capacity() * sizeof(T));
 }
 
 /// An empty vector with room for n elements, advised huge pages; OverflowError naming
@@ -52,6 +59,21 @@ std::vector<T> huge_vector(index_t n, const char* what) {
   std::vector<T> v = huge_reserved<T>(n, what);
   v.resize(static_cast<std::size_t>(n));
   return v;
+}
+
+/// Storage for n elements on huge pages, left untouched: the caller's first writes fault
+/// it in, on the threads that make them rather than in one serial fill. OverflowError
+/// naming `what` when they do not fit in memory.
+template <class T>
+std::unique_ptr<T[]> huge_untouched(index_t n, const char* what) {
+  std::unique_ptr<T[]> p;
+  try {
+    p = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
+  }
+  advise_huge_pages(p.get(), static_cast<std::size_t>(n) * sizeof(T));
+  return p;
 }
 
 /// A copy of `src` on huge pages.

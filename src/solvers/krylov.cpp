@@ -10,8 +10,11 @@
 // measured.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
+#include "dispatch/dispatch.hpp"
+#include "runtime/huge_pages.hpp"
 #include "solvers/chunked.hpp"
 #include "solvers/krylov.hpp"
 #include "trnsparse/preconditioners.hpp"
@@ -63,6 +66,12 @@ public:
     sums_.run(detail::work_ns(detail::Work::stream, touched * static_cast<double>(n_)), body);
     sums_.reduce(A_);
   }
+  /// Runs body(r0, r1) on every chunk [r0, r1) of rows: an update without reductions.
+  template <class Body>
+  void chunk_update(double touched, Body&& body) {
+    sums_.run(detail::work_ns(detail::Work::stream, touched * static_cast<double>(n_)),
+              [&](index_t r0, index_t r1, double*) { body(r0, r1); });
+  }
   [[nodiscard]] double sum(index_t j) const { return sums_.sum(j); }
 
   /// r = b - A x (x null: r = b) with ||r||² in sum(0) and ||b||² in sum(1); `scratch`
@@ -100,15 +109,6 @@ void check_arguments(const LinearOperator<T>& A, std::span<const T> b, std::span
       throw InvalidArgument(detail::concat(who, ": the preconditioner M (", M->name(), ") is for ", M->size(),
                                            " rows, A has ", n));
   });
-}
-
-/// Adds a[i] b[i] over rows [r0, r1) to the kLanes lanes at `lanes` (row r0 + k to lane
-/// k % kLanes), through locals the compiler keeps in registers.
-template <class T>
-void dot_lanes(index_t r0, index_t r1, const T* a, const T* b, double* lanes) {
-  double acc[kLanes] = {};
-  for_rows(r0, r1, [&](index_t i, index_t l) { acc[l] += static_cast<double>(a[i]) * static_cast<double>(b[i]); });
-  for (index_t l = 0; l < kLanes; ++l) lanes[l] += acc[l];
 }
 
 /// The relative residual ||r|| / ||b|| from squared norms (||r|| when b = 0).
@@ -236,20 +236,24 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
     if (opt.restart < 1) throw InvalidArgument(detail::concat(who, ": restart = ", opt.restart, " must be >= 1"));
   });
   const index_t m = opt.restart;
-  Workspace<T> ws(A, opt.M, m + 1);
+  Workspace<T> ws(A, opt.M, 2 * (m + 1));
   const index_t n = ws.n();
   SolveResult<T> res{ws.vector("gmres: x"), 0, 0.0, SolveStatus::max_iterations};
   T* x = res.x.data();
   std::copy(opt.x0.begin(), opt.x0.end(), x);
   const bool has_x0 = A.any(!opt.x0.empty());
-  // The basis V (m + 1 vectors of n, one after another), M⁻¹ v_j's scratch, and the
-  // Hessenberg matrix H ((m + 1) x m, column-major), rotations and right-hand side g.
-  std::vector<T> V = detail::make_vector<T>(detail::checked_mul(m + 1, n, "gmres: (restart + 1) n"), "gmres: basis");
+  // The basis V (m + 1 vectors of n, one after another; on huge pages and faulted in by
+  // the threaded passes that first write each vector: a serial fill of fresh memory
+  // takes longer than a cycle), M⁻¹ v's scratch, the Hessenberg matrix as computed (R,
+  // (m + 1) x m, column-major) and rotated (H), the rotations and the right-hand side g.
+  const std::unique_ptr<T[]> V =
+      detail::huge_untouched<T>(detail::checked_mul(m + 1, n, "gmres: (restart + 1) n"), "gmres: basis");
   std::vector<T> z = ws.vector("gmres: preconditioned vector");
-  const auto basis = [&](index_t j) { return V.data() + j * n; };
-  std::vector<double> H(static_cast<std::size_t>((m + 1) * m)), cs(static_cast<std::size_t>(m)),
-      sn(static_cast<std::size_t>(m)), g(static_cast<std::size_t>(m + 1)), h(static_cast<std::size_t>(m + 1)),
-      y(static_cast<std::size_t>(m));
+  const auto basis = [&](index_t j) { return V.get() + j * n; };
+  const kernels::BasisKernels<T>& sweeps = dispatch::basis_kernels<T>();
+  const auto size = [](index_t k) { return static_cast<std::size_t>(k); };
+  std::vector<double> R(size((m + 1) * m)), H(size((m + 1) * m)), cs(size(m)), sn(size(m)), g(size(m + 1)),
+      h(size(m + 1)), s(size(m + 1)), t(size(m + 1)), f(size(m + 1)), y(size(m));
   double bb = 0.0;
   if (solvers::start(ws, b, has_x0, res, opt.tol, basis(0), z.data(), bb)) return res;
   double beta = std::sqrt(ws.sum(0));
@@ -265,96 +269,144 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
     }
     std::fill(g.begin(), g.end(), 0.0);
     g[0] = beta;
-    index_t j = 0;  // columns of H built this cycle
-    bool stop = false;
-    while (j < m && res.iterations < opt.max_iter) {
-      ws.precondition(basis(j), z.data());
-      T* w = basis(j + 1);
-      ws.product(z.data(), w);
+    // Delayed CGS2 (Świrydowicz et al. 2020): two sweeps over the basis per iteration
+    // where CGS2 takes three, with CGS2's orthogonality. Column p of the Hessenberg
+    // matrix is finished one iteration late: with v_0..v_p final, w_p = A M⁻¹ v_p
+    // projected once gives the candidate u = w_p - V h (in v_{p+1}'s slot), whose
+    // reorthogonalisation coefficients come with the next iteration's inner products.
+    // That iteration applies the operator to u itself, y = A M⁻¹ u, and one sweep gives
+    // s = Vᵀu, uᵀu, Vᵀy and uᵀy; then v_{p+1} = (u - V s) / ρ, and since A M⁻¹ V = V R,
+    // w_{p+1} = (y - V R s) / ρ, whose projection on v_0..v_{p+1} follows from those sums.
+    // A second sweep writes v_{p+1} and the next candidate.
+    index_t cols = 0;      // final columns of the Hessenberg matrix this cycle
+    bool pending = false;  // column `cols` projected once, its candidate in basis(cols + 1)
+    bool stop = false;     // the solve ends after this cycle
+    bool ends = false;     // this cycle ends (converged, invariant, stopped, or out of room)
+    // Finishes column p = cols from its reorthogonalisation s (p + 1 values) and the
+    // squared norm uu of its candidate: ρ = ||u - V s||, rotations, the residual estimate.
+    const auto finish_column = [&](double uu) -> double {
+      const index_t p = cols;
+      double ss = 0.0;
+      for (index_t q = 0; q <= p; ++q) ss += s[q] * s[q];
+      const double rho = std::sqrt(std::max(uu - ss, 0.0));
+      double* raw = R.data() + p * (m + 1);
+      for (index_t q = 0; q <= p; ++q) raw[q] = h[q] + s[q];
+      raw[p + 1] = rho;
       ++res.iterations;
-      // CGS2: h = Vᵀw; w -= V h; h2 = Vᵀw; w -= V h2; h += h2. The first subtraction and
-      // the second inner products share one sweep (both work row by row), the second
-      // subtraction and ||w||² another.
-      const index_t k = j + 1;
-      ws.chunk_pass(static_cast<double>(k + 1), [&](index_t r0, index_t r1, double* lanes) {
-        for (index_t q = 0; q < k; ++q) solvers::dot_lanes(r0, r1, basis(q), w, lanes + q * kLanes);
-      });
-      for (index_t q = 0; q < k; ++q) h[q] = ws.sum(q);
-      ws.chunk_pass(static_cast<double>(2 * k + 2), [&](index_t r0, index_t r1, double* lanes) {
-        for (index_t q = 0; q < k; ++q) {
-          const T* vq = basis(q);
-          const T hq = static_cast<T>(h[q]);
-          for (index_t i = r0; i < r1; ++i) w[i] -= hq * vq[i];
-        }
-        for (index_t q = 0; q < k; ++q) solvers::dot_lanes(r0, r1, basis(q), w, lanes + q * kLanes);
-      });
-      std::vector<double> h2(static_cast<std::size_t>(k));
-      for (index_t q = 0; q < k; ++q) {
-        h2[q] = ws.sum(q);
-        h[q] += h2[q];
+      if (!std::all_of(raw, raw + p + 2, [](double v) { return std::isfinite(v); })) {
+        res.status = SolveStatus::breakdown;  // the column stays out of the update
+        stop = ends = true;
+        return 0.0;
       }
-      ws.chunk_pass(static_cast<double>(k + 2), [&](index_t r0, index_t r1, double* lanes) {
-        for (index_t q = 0; q < k; ++q) {
-          const T* vq = basis(q);
-          const T hq = static_cast<T>(h2[q]);
-          for (index_t i = r0; i < r1; ++i) w[i] -= hq * vq[i];
-        }
-        solvers::dot_lanes(r0, r1, w, w, lanes);
-      });
-      const double hnext = std::sqrt(ws.sum(0));
-      if (!std::isfinite(hnext) || !std::all_of(h.begin(), h.begin() + k, [](double v) { return std::isfinite(v); })) {
-        res.status = SolveStatus::breakdown;
-        stop = true;
-        break;
-      }
-      // The new column of H, rotated by the earlier rotations, and its own rotation.
-      double* col = H.data() + j * (m + 1);
-      for (index_t q = 0; q < k; ++q) col[q] = h[q];
-      col[k] = hnext;
-      for (index_t q = 0; q < j; ++q) {
+      double* col = H.data() + p * (m + 1);
+      std::copy(raw, raw + p + 2, col);
+      for (index_t q = 0; q < p; ++q) {
         const double a = col[q], c = col[q + 1];
         col[q] = cs[q] * a + sn[q] * c;
         col[q + 1] = -sn[q] * a + cs[q] * c;
       }
-      givens(col[j], col[j + 1], cs[j], sn[j]);
-      col[j] = cs[j] * col[j] + sn[j] * col[j + 1];
-      col[j + 1] = 0.0;
-      g[j + 1] = -sn[j] * g[j];
-      g[j] = cs[j] * g[j];
-      ++j;
-      const double estimate = std::abs(g[j]) / std::sqrt(bb);
+      givens(col[p], col[p + 1], cs[p], sn[p]);
+      col[p] = cs[p] * col[p] + sn[p] * col[p + 1];
+      col[p + 1] = 0.0;
+      g[p + 1] = -sn[p] * g[p];
+      g[p] = cs[p] * g[p];
+      ++cols;
+      const double estimate = std::abs(g[cols]) / std::sqrt(bb);
       res.rel_residual = estimate;
       if (opt.callback && solvers::stop_requested(A, opt.callback, res.iterations, estimate)) {
         res.status = SolveStatus::stopped;
-        stop = true;
+        stop = ends = true;
+      } else if (estimate <= opt.tol || rho == 0.0) {
+        ends = true;  // converged, or the Krylov space is invariant
+      }
+      return rho;
+    };
+    while (!ends) {
+      // The operator goes on the candidate (or on v_0 at a cycle's start) when the column
+      // it starts fits in the basis and within max_iter.
+      const index_t next = cols + (pending ? 1 : 0);
+      const bool apply = next < m && res.iterations + (pending ? 1 : 0) < opt.max_iter;
+      T* u = basis(next);  // v_0 at a cycle's start
+      if (!apply) {  // (pending: a cycle's first column always fits)
+        // The last column: s = Vᵀu and uᵀu only.
+        const index_t k = cols + 1;
+        ws.chunk_pass(static_cast<double>(k + 1), [&](index_t r0, index_t r1, double* lanes) {
+          sweeps.dots(V.get(), n, k, u, u, r0, r1, lanes);
+        });
+        for (index_t q = 0; q < k; ++q) s[q] = ws.sum(2 * q);
+        (void)finish_column(ws.sum(2 * k));
+        pending = false;
         break;
       }
-      if (estimate <= opt.tol || hnext == 0.0) break;  // converged, or the Krylov space is invariant
-      const T scale = static_cast<T>(1.0 / hnext);
-      ws.pass(2.0, [&](index_t i, index_t, double*) { w[i] *= scale; });
+      T* w = basis(next + 1);
+      ws.precondition(u, z.data());
+      ws.product(z.data(), w);
+      if (!pending) {
+        // A cycle's first column: h = v_0ᵀw, u = w - v_0 h.
+        ws.chunk_pass(2.0, [&](index_t r0, index_t r1, double* lanes) { sweeps.dots(u, n, 1, w, w, r0, r1, lanes); });
+        h[0] = ws.sum(0);
+        const T h0 = static_cast<T>(h[0]);
+        ws.chunk_update(3.0, [&](index_t r0, index_t r1) {
+          sweeps.update(u, n, 1, &h0, nullptr, T(1), T(0), w, nullptr, r0, r1);
+        });
+        pending = true;
+        continue;
+      }
+      // One sweep: s = Vᵀu, t = Vᵀy over v_0..v_p, then uᵀu and uᵀy (y in w).
+      const index_t k = cols + 1;
+      ws.chunk_pass(static_cast<double>(k + 2), [&](index_t r0, index_t r1, double* lanes) {
+        sweeps.dots(V.get(), n, k, u, w, r0, r1, lanes);
+      });
+      for (index_t q = 0; q < k; ++q) {
+        s[q] = ws.sum(2 * q);
+        t[q] = ws.sum(2 * q + 1);
+      }
+      const double uu = ws.sum(2 * k), uy = ws.sum(2 * k + 1);
+      const double rho = finish_column(uu);
+      if (ends) break;
+      // f = R s over the k finished columns (k + 1 values, along v_0..v_k): V R s = A M⁻¹ V s.
+      std::fill(f.begin(), f.begin() + k + 1, 0.0);
+      for (index_t c = 0; c < k; ++c)
+        for (index_t q = 0; q <= c + 1; ++q) f[q] += R[c * (m + 1) + q] * s[c];
+      // w_{k} = (y - V f) / ρ; its projection h on v_0..v_k (v_k = (u - V s) / ρ):
+      // Vᵀw = (t - f) / ρ, v_kᵀw = ((uᵀy - sᵀt) / ρ - f_k) / ρ.
+      double st = 0.0;
+      for (index_t q = 0; q < k; ++q) {
+        h[q] = (t[q] - f[q]) / rho;
+        st += s[q] * t[q];
+      }
+      h[k] = ((uy - st) / rho - f[k]) / rho;
+      // The second sweep: v_k = (u - V s) / ρ into u; the next candidate
+      // w_k - V h = (y - V (f + ρ h)) / ρ - h_k v_k into w.
+      std::vector<T> su(size(k)), sy(size(k));
+      for (index_t q = 0; q < k; ++q) {
+        su[q] = static_cast<T>(s[q]);
+        sy[q] = static_cast<T>(f[q] + rho * h[q]);
+      }
+      const T inv = static_cast<T>(1.0 / rho), last = static_cast<T>(f[k] / rho + h[k]);
+      ws.chunk_update(static_cast<double>(k + 4), [&](index_t r0, index_t r1) {
+        sweeps.update(V.get(), n, k, su.data(), sy.data(), inv, last, u, w, r0, r1);
+      });
     }
-    if (j > 0) {
+    if (cols > 0) {
       // y = H⁻¹ g (upper triangular), then x += M⁻¹ (V y).
+      const index_t j = cols;
       for (index_t q = j - 1; q >= 0; --q) {
-        double s = g[q];
-        for (index_t c = q + 1; c < j; ++c) s -= H[c * (m + 1) + q] * y[c];
-        y[q] = s / H[q * (m + 1) + q];
+        double sum = g[q];
+        for (index_t c = q + 1; c < j; ++c) sum -= H[c * (m + 1) + q] * y[c];
+        y[q] = sum / H[q * (m + 1) + q];
       }
       if (!std::all_of(y.begin(), y.begin() + j, [](double v) { return std::isfinite(v); })) {
         res.status = SolveStatus::breakdown;
         break;
       }
-      T* u = basis(m);  // v_m is not needed once y is known (at most j <= m vectors are read)
-      std::vector<T> yt(static_cast<std::size_t>(j));
+      T* acc = basis(m);  // at most j <= m vectors are read, and no candidate is needed any more
+      std::vector<T> yt(size(j));
       for (index_t q = 0; q < j; ++q) yt[q] = static_cast<T>(y[q]);
-      ws.chunk_pass(static_cast<double>(j + 1), [&](index_t r0, index_t r1, double*) {
-        for (index_t i = r0; i < r1; ++i) u[i] = yt[0] * V[static_cast<std::size_t>(i)];
-        for (index_t q = 1; q < j; ++q) {
-          const T* vq = basis(q);
-          for (index_t i = r0; i < r1; ++i) u[i] += yt[q] * vq[i];
-        }
+      ws.chunk_update(static_cast<double>(j + 1), [&](index_t r0, index_t r1) {
+        sweeps.combine(V.get(), n, j, yt.data(), acc, r0, r1);
       });
-      ws.precondition(u, z.data());
+      ws.precondition(acc, z.data());
       ws.pass(3.0, [&](index_t i, index_t, double*) { x[i] += z[i]; });
     }
     if (stop) {

@@ -3,8 +3,8 @@
 // the contract of kernels/products.hpp, kernels/cg.hpp, kernels/attention.hpp and
 // kernels/spgemm.hpp. Only dispatch/ names them.
 //   products, for (TA, TY) in {(float, float), (double, double), (bf16, float), (bf16, bf16)};
-//   BSR SDDMM for T in {float, double, bf16}; CSR SDDMM (CsrKernels::sddmm) and CG passes
-//   for T in {float, double}; attention for T in {float, bf16}; SpGEMM for (TA, TC) in
+//   BSR SDDMM for T in {float, double, bf16}; CSR SDDMM (CsrKernels::sddmm), CG passes and
+//   GMRES's basis sweeps for T in {float, double}; attention for T in {float, bf16}; SpGEMM for (TA, TC) in
 //   {(float, float), (double, double), (bf16, float)}.
 #pragma once
 
@@ -22,6 +22,7 @@ namespace trnsparse::kernels::cpu {
   template <class T> SddmmKernels<T> sddmm_kernels();                         \
   template <class TA, class TY> CsrKernels<TA, TY> csr_kernels();             \
   template <class T> CgKernels<T> cg_kernels();                               \
+  template <class T> BasisKernels<T> basis_kernels();                         \
   template <class T> AttentionKernels<T> attention_kernels();                 \
   template <class TA, class TC> SpgemmKernels<TA, TC> spgemm_kernels();       \
   }
