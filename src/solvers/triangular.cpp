@@ -132,24 +132,52 @@ struct TriangularSolver<T>::Impl {
     return lower ? std::pair{ptr[i], edge[static_cast<std::size_t>(i)]} : std::pair{edge[static_cast<std::size_t>(i)], ptr[i + 1]};
   }
 
+  /// Solves row i of a CSR triangle (b = 1) into x, specialised on the triangle and the
+  /// diagonal so that a sweep inlines it. False as solve_block_row.
+  template <bool Lower, bool Unit>
+  bool solve_point_row(index_t i, const T* rhs, T* x) const {
+    // The chain from one row's x to the next runs through the entry nearest the diagonal
+    // (row i - 1 or i + 1 in a stencil): it is subtracted last, the others (rows solved
+    // long before) first, and the diagonal's reciprocal, which does not wait for x,
+    // replaces a division on the chain.
+    double d = 1.0;
+    if constexpr (!Unit) {
+      const index_t at = diagonal[static_cast<std::size_t>(i)];
+      d = at < 0 ? 0.0 : static_cast<double>(values[at]);
+    }
+    const double inv = 1.0 / d;
+    double s = static_cast<double>(rhs[i]);
+    if constexpr (Lower)
+      for (index_t e = ptr[i], last = edge[static_cast<std::size_t>(i)]; e < last; ++e)
+        s -= static_cast<double>(values[e]) * static_cast<double>(x[idx[e]]);
+    else
+      for (index_t e = ptr[i + 1] - 1, first = edge[static_cast<std::size_t>(i)]; e >= first; --e)
+        s -= static_cast<double>(values[e]) * static_cast<double>(x[idx[e]]);
+    x[i] = static_cast<T>(Unit ? s : s * inv);
+    return d != 0.0;
+  }
+
+  /// Calls body(row) with row(i, acc) solving (block) row i (`acc`: b values of
+  /// scratch), picked once per solve: solve_point_row's specialisation for a CSR
+  /// triangle, solve_block_row for blocks.
+  template <class Body>
+  void with_rows(const T* rhs, T* x, Body&& body) const {
+    const auto point = [&]<bool Lower, bool Unit>() {
+      body([this, rhs, x](index_t i, double*) { return solve_point_row<Lower, Unit>(i, rhs, x); });
+    };
+    if (b > 1) body([this, rhs, x](index_t i, double* acc) { return solve_block_row(i, rhs, x, acc); });
+    else if (lower && unit) point.template operator()<true, true>();
+    else if (lower) point.template operator()<true, false>();
+    else if (unit) point.template operator()<false, true>();
+    else point.template operator()<false, false>();
+  }
+
   /// Solves block row i (rows [i b, i b + rows)) of T x = rhs into x; `acc` is b values
   /// of scratch. False when a non-unit solve meets a zero (or missing) diagonal entry:
   /// the row then holds a non-finite value and the solve reports the row.
-  bool solve_row(index_t i, const T* rhs, T* x, double* acc) const {
+  bool solve_block_row(index_t i, const T* rhs, T* x, double* acc) const {
     const index_t r0 = i * b, rows = std::min(b, n - r0);
     const auto [first, last] = triangle(i);
-    if (b == 1) {
-      double s = static_cast<double>(rhs[i]);
-      for (index_t e = first; e < last; ++e) s -= static_cast<double>(values[e]) * static_cast<double>(x[idx[e]]);
-      if (unit) {
-        x[i] = static_cast<T>(s);
-        return true;
-      }
-      const index_t at = diagonal[static_cast<std::size_t>(i)];
-      const double d = at < 0 ? 0.0 : static_cast<double>(values[at]);
-      x[i] = static_cast<T>(s / d);
-      return d != 0.0;
-    }
     for (index_t r = 0; r < rows; ++r) acc[r] = static_cast<double>(rhs[r0 + r]);
     for (index_t e = first; e < last; ++e) {
       const index_t J = idx[e];
@@ -250,13 +278,15 @@ void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
   const T* rhs = b.data();
   T* out = x.data();
   const auto sweep = [&](index_t first, index_t last, double* acc) {
-    if (s.lower) {
-      for (index_t i = first; i < last; ++i)
-        if (!s.solve_row(i, rhs, out, acc)) fail(i);
-    } else {
-      for (index_t i = last - 1; i >= first; --i)
-        if (!s.solve_row(i, rhs, out, acc)) fail(i);
-    }
+    s.with_rows(rhs, out, [&](auto row) {
+      if (s.lower) {
+        for (index_t i = first; i < last; ++i)
+          if (!row(i, acc)) fail(i);
+      } else {
+        for (index_t i = last - 1; i >= first; --i)
+          if (!row(i, acc)) fail(i);
+      }
+    });
   };
   if (!s.segment.empty()) {
     // Independent units: each swept in matrix order by one thread.
@@ -286,16 +316,18 @@ void TriangularSolver<T>::solve(std::span<const T> b, std::span<T> x) const {
     return report();
   }
   detail::UnitRanges ranges;
-  for (std::size_t l = 0; l < depth; ++l) {
-    const index_t first = s.level_ptr[l], count = s.level_ptr[l + 1] - first;
-    detail::parallel_for(parts[l], detail::ceil_div(count, kRowsPerUnit), ranges, [&](int slot, index_t u) {
-      const index_t lo = first + u * kRowsPerUnit, hi = std::min(first + count, lo + kRowsPerUnit);
-      for (index_t k = lo; k < hi; ++k) {
-        const index_t i = s.order[static_cast<std::size_t>(k)];
-        if (!s.solve_row(i, rhs, out, scratch.data() + slot * s.b)) fail(i);
-      }
-    });
-  }
+  s.with_rows(rhs, out, [&](auto row) {
+    for (std::size_t l = 0; l < depth; ++l) {
+      const index_t first = s.level_ptr[l], count = s.level_ptr[l + 1] - first;
+      detail::parallel_for(parts[l], detail::ceil_div(count, kRowsPerUnit), ranges, [&](int slot, index_t u) {
+        const index_t lo = first + u * kRowsPerUnit, hi = std::min(first + count, lo + kRowsPerUnit);
+        for (index_t k = lo; k < hi; ++k) {
+          const index_t i = s.order[static_cast<std::size_t>(k)];
+          if (!row(i, scratch.data() + slot * s.b)) fail(i);
+        }
+      });
+    }
+  });
   report();
 }
 
