@@ -122,7 +122,7 @@ TEST_F(Preconditioners, SptrsvWideLevelsRunOnThreads) {
   for (index_t i = 0; i < n; ++i) {
     double s = b[i];
     for (index_t e = L.row_ptr()[i]; e + 1 < L.row_ptr()[i + 1]; ++e) s -= L.values()[e] * want[L.col_indices()[e]];
-    want[i] = s / L.values()[L.row_ptr()[i + 1] - 1];
+    want[i] = s * (1.0 / L.values()[L.row_ptr()[i + 1] - 1]);  // the solver multiplies by the reciprocal
   }
   const TriangularSolver<double> T(L, Triangle::lower, Diagonal::non_unit);
   EXPECT_EQ(T.levels(), 2);
