@@ -184,36 +184,36 @@ private:
 /// scratch changes as they go, and must not share a line.
 struct alignas(64) SymbolicScratch {
   std::vector<std::uint64_t> bits, summary;
-  std::vector<index_t> arrivals;  // the row's columns in arrival order
+  std::vector<index_t> arrivals;  // the row's distinct columns in arrival order (and scratch past them)
   ThreadColumns out;
   explicit SymbolicScratch(index_t cols)
       : bits(make_vector<std::uint64_t>(cols / 64 + 1, "spgemm_plan: column bits")),
         summary(make_vector<std::uint64_t>(cols / 4096 + 1, "spgemm_plan: column summary")) {}
 };
 
-/// Appends row i's sorted, distinct columns to `m.out`; returns their number. Each
-/// column is marked once as it arrives. The row's columns are then read back in order
-/// from the bits, visiting only the words the summary marks (banded and mesh rows), or,
-/// when the summary spans many words for few columns (scattered rows), sorted.
-index_t symbolic_row(const SymbolicOperands& op, index_t i, SymbolicScratch& m) {
+/// Appends row i's sorted, distinct columns to `m.out`; returns their number. `products`
+/// bounds the columns the row reaches. Each column is marked as it arrives, without a
+/// branch on whether it was seen (on scattered rows that branch mispredicts about every
+/// other time). The row's columns are then read back in order from the bits, visiting
+/// only the words the summary marks (banded and mesh rows), or, when the summary spans
+/// many words for few columns (scattered rows), sorted.
+index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, SymbolicScratch& m) {
   std::uint64_t* bits = m.bits.data();
   std::uint64_t* summary = m.summary.data();
-  std::vector<index_t>& seen = m.arrivals;
-  seen.clear();
+  if (m.arrivals.size() < static_cast<std::size_t>(products)) m.arrivals.resize(static_cast<std::size_t>(products));
+  index_t* seen = m.arrivals.data();
+  index_t n = 0;
   index_t lo = INT64_MAX, hi = -1;  // the first and last marked words
   for_row_columns(op, i, [&](index_t j) {
     const index_t w = j >> 6;
-    const std::uint64_t bit = std::uint64_t{1} << (j & 63);
-    if (bits[w] & bit) return;
-    if (bits[w] == 0) {
-      summary[w >> 6] |= std::uint64_t{1} << (w & 63);
-      lo = std::min(lo, w);
-      hi = std::max(hi, w);
-    }
-    bits[w] |= bit;
-    seen.push_back(j);
+    const std::uint64_t bit = std::uint64_t{1} << (j & 63), word = bits[w];
+    seen[n] = j;
+    n += (word & bit) == 0;
+    summary[w >> 6] |= static_cast<std::uint64_t>(word == 0) << (w & 63);
+    bits[w] = word | bit;
+    lo = std::min(lo, w);
+    hi = std::max(hi, w);
   });
-  const auto n = static_cast<index_t>(seen.size());
   if (n == 0) return 0;
   index_t* dst = m.out.append(n);
   if ((hi >> 6) - (lo >> 6) <= 4 * n) {
@@ -226,11 +226,11 @@ index_t symbolic_row(const SymbolicOperands& op, index_t i, SymbolicScratch& m) 
       summary[s] = 0;
     }
   } else {
-    std::copy(seen.begin(), seen.end(), dst);
+    std::copy(seen, seen + n, dst);
     std::sort(dst, dst + n);
-    for (const index_t j : seen) {
-      bits[j >> 6] = 0;
-      summary[j >> 12] = 0;
+    for (index_t k = 0; k < n; ++k) {
+      bits[seen[k] >> 6] = 0;
+      summary[seen[k] >> 12] = 0;
     }
   }
   return n;
@@ -282,7 +282,7 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
         std::copy(dst - n, dst, dst);
         ptr[i + 1] = n;
       } else {
-        ptr[i + 1] = detail::symbolic_row(op, i, scratch[slot]);
+        ptr[i + 1] = detail::symbolic_row(op, i, cost_[i + 1] - cost_[i], scratch[slot]);
       }
     }
   });
