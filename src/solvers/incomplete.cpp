@@ -1,22 +1,27 @@
 // IC(0) and ILU(0): incomplete factorisations on A's own pattern, applied as two
 // level-scheduled triangular solves (triangular.cpp).
 //
-// The factorisation runs row by row in fp64 over a working copy of the pattern (the
-// whole of A for ILU(0), its lower triangle for IC(0); a BSR matrix contributes every
-// entry of its stored blocks, zeros included, so the factors keep its block pattern).
-// The structures of L and U, and for each of their entries the working entry it comes
-// from, are built once; `update` refactors into the same arrays, so the triangular
-// solvers, which view them, stay valid. Every array is sized before it is filled, on
-// huge pages (runtime/huge_pages.hpp): faulting in fresh 4 KiB pages would otherwise
-// cost more than the factorisation.
+// The factorisation runs row by row in fp64 over a working copy of the values of the
+// pattern (the whole of A for ILU(0), its lower triangle for IC(0); a BSR matrix
+// contributes every entry of its stored blocks, zeros included, so the factors keep its
+// block pattern), stored in the factors' own entry order: the structures of L and U are
+// the only copy of the pattern, and A is walked again for its values on `update`, which
+// refactors into the same arrays, so the triangular solvers, which view them, stay
+// valid. Row blocks (`blocks`) read nothing outside themselves: they are built and
+// factorised side by side on the threads, each block the same bits on any thread. Every
+// array is sized before it is filled, on huge pages (runtime/huge_pages.hpp): fresh
+// memory costs more to fault in than the factorisation takes, which is also why the
+// setup keeps no more than the factors and their working values.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <vector>
 
 #include "runtime/checks.hpp"
 #include "runtime/huge_pages.hpp"
+#include "runtime/parallel.hpp"
 #include "trnsparse/preconditioners.hpp"
 
 namespace trnsparse {
@@ -32,192 +37,256 @@ struct IncompleteFactorization<T>::Impl {
   // `update` gets, and whether A was BSR.
   std::shared_ptr<const BsrStructure> structure;
   bool from_bsr = false;
+  // The working values in fp64, row by row: ILU(0) row i's entries left of the diagonal
+  // (L's row without its unit 1), then its diagonal and the entries right of it (U's
+  // row); IC(0) L's entries. `pos`: a column's working entry in the current row, else -1
+  // (blocks touch disjoint columns, so they share it).
+  std::vector<double> w;
+  std::vector<index_t> pos;
+  CsrMatrix<T> lower{0, 0}, upper{0, 0};
+  std::vector<index_t> upper_src;  // IC(0): the entry of L each entry of U = Lᵀ copies
+  std::optional<TriangularSolver<T>> lower_solve, upper_solve;
 
   /// Whether `other` is the structure the factors were built from.
   [[nodiscard]] bool built_from(const std::shared_ptr<const BsrStructure>& other) const {
     return other == structure || *other == *structure;
   }
-  // The working pattern (CSR), where each entry's value comes from in A's values, and
-  // the position of each row's diagonal.
-  std::vector<index_t> ptr, idx, src, diag;
-  std::vector<double> w;
-  std::vector<index_t> pos;  // factor's scratch: column -> entry of the current row, else -1
-  CsrMatrix<T> lower{0, 0}, upper{0, 0};
-  std::vector<index_t> lower_src, upper_src;  // working entry of each factor entry, -1 for a unit 1
-  std::optional<TriangularSolver<T>> lower_solve, upper_solve;
 
-  /// The working pattern from A's rows: entries (row, column, source position) given
-  /// row by row in ascending column order by `rows(emit)`.
-  template <class Rows>
-  void build_pattern(Rows&& rows) {
-    const bool keep_upper = kind == Kind::ilu0;
-    index_t count = 0;
-    const auto same_block = [this](index_t i, index_t j) {
-      if (bounds.size() <= 2) return true;
-      const auto block = [this](index_t r) { return std::upper_bound(bounds.begin(), bounds.end(), r) - bounds.begin(); };
-      return block(i) == block(j);
-    };
-    rows([&](index_t i, index_t j, index_t) { count += (j <= i || keep_upper) && same_block(i, j); }, [] {});
-    ptr = detail::huge_reserved<index_t>(n + 1, "incomplete factorisation: row pointers");
-    idx = detail::huge_reserved<index_t>(count, "incomplete factorisation: pattern");
-    src = detail::huge_reserved<index_t>(count, "incomplete factorisation: pattern");
-    diag = detail::huge_vector<index_t>(n, "incomplete factorisation: diagonal");
-    std::fill(diag.begin(), diag.end(), index_t{-1});
-    ptr.push_back(0);
-    rows([&](index_t i, index_t j, index_t at) {
-      if ((j > i && !keep_upper) || !same_block(i, j)) return;
-      if (j == i) diag[static_cast<std::size_t>(i)] = static_cast<index_t>(idx.size());
-      idx.push_back(j);
-      src.push_back(at);
-    }, [&] { ptr.push_back(static_cast<index_t>(idx.size())); });
-    for (index_t i = 0; i < n; ++i)
-      if (diag[static_cast<std::size_t>(i)] < 0)
-        throw InvalidArgument(detail::concat(who, ": row ", i, " of A has no diagonal entry (zero pivot)"));
-    w = detail::huge_vector<double>(count, "incomplete factorisation: values");
-    pos = detail::huge_vector<index_t>(n, "incomplete factorisation: columns of a row");
-    std::fill(pos.begin(), pos.end(), index_t{-1});
+  [[nodiscard]] index_t blocks() const noexcept { return static_cast<index_t>(bounds.size()) - 1; }
+  /// ILU(0): the entries of row i's L left of the diagonal (its row without the unit 1).
+  [[nodiscard]] index_t left(index_t i) const noexcept {
+    return lower.row_ptr()[i + 1] - lower.row_ptr()[i] - 1;
+  }
+  /// The first working entry of row i.
+  [[nodiscard]] index_t row_start(index_t i) const noexcept {
+    return kind == Kind::ilu0 ? lower.row_ptr()[i] - i + upper.row_ptr()[i] : lower.row_ptr()[i];
+  }
+  /// The working entry of row i's diagonal.
+  [[nodiscard]] index_t diagonal(index_t i) const noexcept {
+    return kind == Kind::ilu0 ? row_start(i) + left(i) : lower.row_ptr()[i + 1] - 1;
   }
 
-  /// The factors' structures: ILU(0) L = the strict lower part and a unit diagonal, U =
-  /// the diagonal and upper part; IC(0) L = the working pattern, U = Lᵀ.
-  void build_factors() {
-    const auto nnz = static_cast<index_t>(idx.size());
-    index_t nl = 0;  // L: for ILU(0), each row's entries left of the diagonal and a unit 1
-    if (kind == Kind::ilu0)
-      for (index_t i = 0; i < n; ++i) nl += diag[static_cast<std::size_t>(i)] - ptr[i] + 1;
-    else
-      nl = nnz;
-    const index_t nu = kind == Kind::ilu0 ? nnz + n - nl : nnz;
-    const auto reserve = [](index_t count, const char* what) { return detail::huge_reserved<index_t>(count, what); };
-    std::vector<index_t> lp = reserve(n + 1, "incomplete factorisation: L"), li = reserve(nl, "incomplete factorisation: L"),
-                         up = reserve(n + 1, "incomplete factorisation: U"), ui = reserve(nu, "incomplete factorisation: U");
-    lower_src = reserve(nl, "incomplete factorisation: L");
-    upper_src = reserve(nu, "incomplete factorisation: U");
-    if (kind == Kind::ilu0) {
-      lp.push_back(0);
-      up.push_back(0);
-      for (index_t i = 0; i < n; ++i) {
-        const index_t d = diag[static_cast<std::size_t>(i)];
-        for (index_t e = ptr[i]; e < d; ++e) {
-          li.push_back(idx[e]);
-          lower_src.push_back(e);
-        }
-        li.push_back(i);
-        lower_src.push_back(-1);
-        for (index_t e = d; e < ptr[i + 1]; ++e) {
-          ui.push_back(idx[e]);
-          upper_src.push_back(e);
-        }
-        lp.push_back(static_cast<index_t>(li.size()));
-        up.push_back(static_cast<index_t>(ui.size()));
+  /// Runs fn(k) for each row block k, side by side on the threads, then rethrows the
+  /// error of the first block that threw (the same error for any thread count).
+  template <class Fn>
+  void per_block(double entries, Fn&& fn) const {
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(blocks()));
+    detail::parallel_for(detail::parts_for(blocks(), detail::work_ns(detail::Work::csr, entries)), blocks(),
+                         [&](int, index_t k) {
+                           try {
+                             fn(k);
+                           } catch (...) {
+                             errors[static_cast<std::size_t>(k)] = std::current_exception();
+                           }
+                         });
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
+  /// Calls rows(r0, r1, emit) for each block [r0, r1): emit(i, j, at) is A's entry (i, j),
+  /// at position `at` of its values, row by row in ascending column order; `keep` takes
+  /// those of the working pattern (within the block; left of or on the diagonal for IC(0)).
+  template <class Rows, class Emit>
+  static void kept(Rows& rows, index_t r0, index_t r1, bool keep_upper, Emit&& emit) {
+    rows(r0, r1, [&](index_t i, index_t j, index_t at) {
+      if (j >= r0 && j < r1 && (keep_upper || j <= i)) emit(i, j, at);
+    });
+  }
+
+  /// The factors' structures from A's rows (`entries` of them stored), with `w` and
+  /// `pos` sized: ILU(0) L = the strict lower part and a unit diagonal, U = the diagonal
+  /// and upper part; IC(0) L = the working pattern, U = Lᵀ.
+  template <class Rows>
+  void build(Rows& rows, double entries) {
+    const bool ilu = kind == Kind::ilu0;
+    std::vector<index_t> lp = detail::huge_vector<index_t>(n + 1, "incomplete factorisation: L"),
+                         up = detail::huge_vector<index_t>(n + 1, "incomplete factorisation: U");
+    // Row counts (lp[i + 1], up[i + 1]), block by block; a missing diagonal is an error.
+    per_block(entries, [&](index_t k) {
+      const index_t r0 = bounds[k], r1 = bounds[k + 1];
+      std::vector<char> has_diagonal(static_cast<std::size_t>(r1 - r0), 0);
+      kept(rows, r0, r1, ilu, [&](index_t i, index_t j, index_t) {
+        if (j < i || !ilu) ++lp[i + 1];
+        else ++up[i + 1];
+        if (j == i) has_diagonal[static_cast<std::size_t>(i - r0)] = 1;
+      });
+      for (index_t i = r0; i < r1; ++i) {
+        if (!has_diagonal[static_cast<std::size_t>(i - r0)])
+          throw InvalidArgument(detail::concat(who, ": row ", i, " of A has no diagonal entry (zero pivot)"));
+        if (ilu) ++lp[i + 1];  // the unit 1
       }
-    } else {
-      li.assign(idx.begin(), idx.end());
-      lp.assign(ptr.begin(), ptr.end());
-      for (index_t e = 0; e < nnz; ++e) lower_src.push_back(e);
-      // Lᵀ by a counting sort on the columns: rows of U in ascending column order.
-      up.assign(static_cast<std::size_t>(n) + 1, 0);
-      for (const index_t j : idx) ++up[static_cast<std::size_t>(j) + 1];
-      for (index_t j = 0; j < n; ++j) up[j + 1] += up[j];
-      ui.resize(static_cast<std::size_t>(nnz));
-      upper_src.resize(static_cast<std::size_t>(nnz));
-      std::vector<index_t>& at = pos;  // pos is free until factor(): the next slot of each row of U
-      std::copy(up.begin(), up.end() - 1, at.begin());
-      for (index_t i = 0; i < n; ++i)
-        for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) {
-          const index_t k = at[static_cast<std::size_t>(idx[e])]++;
-          ui[k] = i;
-          upper_src[k] = e;
+    });
+    for (index_t i = 0; i < n; ++i) {
+      lp[i + 1] += lp[i];
+      up[i + 1] += up[i];
+    }
+    const index_t nl = lp[n], nu = ilu ? up[n] : nl;
+    std::vector<index_t> li = detail::huge_vector<index_t>(nl, "incomplete factorisation: L"),
+                         ui = detail::huge_vector<index_t>(nu, "incomplete factorisation: U");
+    per_block(static_cast<double>(nl + nu), [&](index_t k) {
+      const index_t r0 = bounds[k], r1 = bounds[k + 1];
+      // The next free entry of row i in L and in U.
+      index_t row = -1, at_l = 0, at_u = 0;
+      const auto close = [&] {
+        if (ilu && row >= 0) li[static_cast<std::size_t>(at_l)] = row;  // the unit 1, last
+      };
+      kept(rows, r0, r1, ilu, [&](index_t i, index_t j, index_t) {
+        if (i != row) {
+          close();
+          row = i;
+          at_l = lp[i];
+          at_u = up[i];
         }
-      std::fill(pos.begin(), pos.end(), index_t{-1});
+        if (j < i || !ilu) li[static_cast<std::size_t>(at_l++)] = j;
+        else ui[static_cast<std::size_t>(at_u++)] = j;
+      });
+      close();
+    });
+    if (!ilu) {
+      // Lᵀ by a counting sort on the columns: rows of U in ascending column order.
+      for (const index_t j : li) ++up[static_cast<std::size_t>(j) + 1];
+      for (index_t j = 0; j < n; ++j) up[j + 1] += up[j];
+      upper_src = detail::huge_vector<index_t>(nl, "incomplete factorisation: U");
+      std::vector<index_t> at(up.begin(), up.end() - 1);
+      for (index_t i = 0; i < n; ++i)
+        for (index_t e = lp[i]; e < lp[i + 1]; ++e) {
+          const index_t q = at[static_cast<std::size_t>(li[e])]++;
+          ui[q] = i;
+          upper_src[q] = e;
+        }
     }
     lower = CsrMatrix<T>(n, n, std::move(lp), std::move(li), detail::huge_vector<T>(nl, "incomplete factorisation: L"));
     upper = CsrMatrix<T>(n, n, std::move(up), std::move(ui), detail::huge_vector<T>(nu, "incomplete factorisation: U"));
-    lower_solve.emplace(lower, Triangle::lower, kind == Kind::ilu0 ? Diagonal::unit : Diagonal::non_unit);
+    w = detail::huge_vector<double>(ilu ? nl - n + nu : nl, "incomplete factorisation: values");
+    pos = detail::huge_vector<index_t>(n, "incomplete factorisation: columns of a row");
+    std::fill(pos.begin(), pos.end(), index_t{-1});
+    lower_solve.emplace(lower, Triangle::lower, ilu ? Diagonal::unit : Diagonal::non_unit);
     upper_solve.emplace(upper, Triangle::upper, Diagonal::non_unit);
   }
 
-  /// Factorises the values `a` (A's values, indexed by src) into the factors.
-  void factor(std::span<const T> a) {
-    for (std::size_t e = 0; e < src.size(); ++e) {
-      const double v = static_cast<double>(a[static_cast<std::size_t>(src[e])]);
-      if (!std::isfinite(v)) {
-        const auto row = std::upper_bound(ptr.begin(), ptr.end(), static_cast<index_t>(e)) - ptr.begin() - 1;
-        throw InvalidArgument(detail::concat(who, ": A(", row, ", ", idx[e], ") = ", v, ", expected a finite value"));
-      }
-      w[e] = v;
-    }
-    for (index_t i = 0; i < n; ++i) {
-      for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) pos[static_cast<std::size_t>(idx[e])] = e;
-      const index_t d = diag[static_cast<std::size_t>(i)];
-      if (kind == Kind::ilu0) {
-        // IKJ: row i -= l_ik (row k of U) for each k < i in its pattern, in order.
-        for (index_t e = ptr[i]; e < d; ++e) {
-          const index_t k = idx[e];
-          w[e] /= w[static_cast<std::size_t>(diag[static_cast<std::size_t>(k)])];
-          for (index_t f = diag[static_cast<std::size_t>(k)] + 1; f < ptr[k + 1]; ++f)
-            if (const index_t at = pos[static_cast<std::size_t>(idx[f])]; at >= 0) w[at] -= w[e] * w[f];
+  /// Loads A's values `a` (walked by `rows`) into the working values and factorises them
+  /// into the factors, block by block. Every value is checked finite before any block
+  /// factorises.
+  template <class Rows>
+  void factor(Rows& rows, std::span<const T> a) {
+    const bool ilu = kind == Kind::ilu0;
+    const auto entries = static_cast<double>(w.size());
+    per_block(entries, [&](index_t k) {
+      index_t row = -1, at = 0;
+      kept(rows, bounds[k], bounds[k + 1], ilu, [&](index_t i, index_t j, index_t src) {
+        if (i != row) {
+          row = i;
+          at = row_start(i);
         }
-        if (!(w[d] != 0.0 && std::isfinite(w[d])))
-          throw InvalidArgument(detail::concat(who, ": zero pivot at row ", i, " (u_ii = ", w[d], ")"));
-      } else {
-        // l_ik = (a_ik - sum_{j < k} l_ij l_kj) / l_kk, then l_ii = sqrt(a_ii - sum l_ij²).
-        double sq = 0.0;
-        for (index_t e = ptr[i]; e < d; ++e) {
-          const index_t k = idx[e];
-          double s = w[e];
-          for (index_t f = ptr[k]; f < diag[static_cast<std::size_t>(k)]; ++f)
-            if (const index_t at = pos[static_cast<std::size_t>(idx[f])]; at >= 0) s -= w[at] * w[f];
-          w[e] = s / w[static_cast<std::size_t>(diag[static_cast<std::size_t>(k)])];
-          sq += w[e] * w[e];
+        const double v = static_cast<double>(a[static_cast<std::size_t>(src)]);
+        if (!std::isfinite(v))
+          throw InvalidArgument(detail::concat(who, ": A(", i, ", ", j, ") = ", v, ", expected a finite value"));
+        w[static_cast<std::size_t>(at++)] = v;
+      });
+    });
+    per_block(entries, [&](index_t k) {
+      for (index_t i = bounds[k]; i < bounds[k + 1]; ++i) ilu ? ilu_row(i) : ic_row(i);
+    });
+    const std::span<T> lv = lower.values(), uv = upper.values();
+    per_block(entries, [&](index_t k) {
+      const auto& lp = lower.row_ptr();
+      const auto& up = upper.row_ptr();
+      for (index_t i = bounds[k]; i < bounds[k + 1]; ++i) {
+        if (ilu) {
+          const double* src = w.data() + row_start(i);
+          const index_t l = left(i);
+          for (index_t q = 0; q < l; ++q) lv[static_cast<std::size_t>(lp[i] + q)] = static_cast<T>(src[q]);
+          lv[static_cast<std::size_t>(lp[i] + l)] = T(1);
+          for (index_t q = up[i]; q < up[i + 1]; ++q) uv[static_cast<std::size_t>(q)] = static_cast<T>(src[l + q - up[i]]);
+        } else {
+          for (index_t e = lp[i]; e < lp[i + 1]; ++e) lv[static_cast<std::size_t>(e)] = static_cast<T>(w[static_cast<std::size_t>(e)]);
         }
-        const double pivot = w[d] - sq;
-        if (!(pivot > 0.0 && std::isfinite(pivot)))
-          throw InvalidArgument(detail::concat(who, ": non-positive pivot at row ", i, " (", pivot,
-                                               "): A is not positive definite enough for IC(0)"));
-        w[d] = std::sqrt(pivot);
       }
-      for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) pos[static_cast<std::size_t>(idx[e])] = -1;
+    });
+    if (!ilu)
+      for (std::size_t q = 0; q < upper_src.size(); ++q) uv[q] = lv[static_cast<std::size_t>(upper_src[q])];
+  }
+
+  /// ILU(0), IKJ: row i -= l_ik (row k of U) for each k < i in its pattern, in order.
+  void ilu_row(index_t i) {
+    const auto& li = lower.col_indices();
+    const auto& lp = lower.row_ptr();
+    const auto& ui = upper.col_indices();
+    const auto& up = upper.row_ptr();
+    const index_t first = row_start(i), l = left(i), d = first + l;
+    for (index_t q = 0; q < l; ++q) pos[static_cast<std::size_t>(li[lp[i] + q])] = first + q;
+    for (index_t q = up[i]; q < up[i + 1]; ++q) pos[static_cast<std::size_t>(ui[q])] = d + q - up[i];
+    for (index_t q = 0; q < l; ++q) {
+      const index_t e = first + q, k = li[lp[i] + q], dk = diagonal(k);
+      w[static_cast<std::size_t>(e)] /= w[static_cast<std::size_t>(dk)];
+      // Row k of U after its diagonal: columns ui[up[k] + 1 ..], working entries dk + 1 ..
+      for (index_t f = up[k] + 1; f < up[k + 1]; ++f)
+        if (const index_t at = pos[static_cast<std::size_t>(ui[f])]; at >= 0)
+          w[static_cast<std::size_t>(at)] -= w[static_cast<std::size_t>(e)] * w[static_cast<std::size_t>(dk + f - up[k])];
     }
-    const auto fill = [&](CsrMatrix<T>& M, const std::vector<index_t>& from) {
-      const std::span<T> v = M.values();
-      for (std::size_t e = 0; e < from.size(); ++e) v[e] = from[e] < 0 ? T(1) : static_cast<T>(w[static_cast<std::size_t>(from[e])]);
+    if (!(w[static_cast<std::size_t>(d)] != 0.0 && std::isfinite(w[static_cast<std::size_t>(d)])))
+      throw InvalidArgument(detail::concat(who, ": zero pivot at row ", i, " (u_ii = ", w[static_cast<std::size_t>(d)], ")"));
+    for (index_t q = 0; q < l; ++q) pos[static_cast<std::size_t>(li[lp[i] + q])] = -1;
+    for (index_t q = up[i]; q < up[i + 1]; ++q) pos[static_cast<std::size_t>(ui[q])] = -1;
+  }
+
+  /// IC(0): l_ik = (a_ik - sum_{j < k} l_ij l_kj) / l_kk, then l_ii = sqrt(a_ii - sum l_ij²).
+  void ic_row(index_t i) {
+    const auto& li = lower.col_indices();
+    const auto& lp = lower.row_ptr();
+    const index_t d = lp[i + 1] - 1;
+    for (index_t e = lp[i]; e <= d; ++e) pos[static_cast<std::size_t>(li[e])] = e;
+    double sq = 0.0;
+    for (index_t e = lp[i]; e < d; ++e) {
+      const index_t k = li[e];
+      double s = w[static_cast<std::size_t>(e)];
+      for (index_t f = lp[k]; f < lp[k + 1] - 1; ++f)
+        if (const index_t at = pos[static_cast<std::size_t>(li[f])]; at >= 0)
+          s -= w[static_cast<std::size_t>(at)] * w[static_cast<std::size_t>(f)];
+      w[static_cast<std::size_t>(e)] = s / w[static_cast<std::size_t>(lp[k + 1] - 1)];
+      sq += w[static_cast<std::size_t>(e)] * w[static_cast<std::size_t>(e)];
+    }
+    const double pivot = w[static_cast<std::size_t>(d)] - sq;
+    if (!(pivot > 0.0 && std::isfinite(pivot)))
+      throw InvalidArgument(detail::concat(who, ": non-positive pivot at row ", i, " (", pivot,
+                                           "): A is not positive definite enough for IC(0)"));
+    w[static_cast<std::size_t>(d)] = std::sqrt(pivot);
+    for (index_t e = lp[i]; e <= d; ++e) pos[static_cast<std::size_t>(li[e])] = -1;
+  }
+
+  /// A's rows [r0, r1) for `kept`.
+  static auto csr_rows(const CsrMatrix<T>& A) {
+    return [ptr = A.row_ptr(), idx = A.col_indices()](index_t r0, index_t r1, auto&& emit) {
+      for (index_t i = r0; i < r1; ++i)
+        for (index_t e = ptr[i]; e < ptr[i + 1]; ++e) emit(i, idx[e], e);
     };
-    fill(lower, lower_src);
-    fill(upper, upper_src);
+  }
+  static auto bsr_rows(const BsrMatrix<T>& A) {
+    return [n = A.rows(), b = A.block_size(), bp = A.structure().block_row_ptr(),
+            bc = A.structure().block_col_indices()](index_t r0, index_t r1, auto&& emit) {
+      for (index_t i = r0; i < r1; ++i) {
+        const index_t I = i / b, r = i - I * b;
+        for (index_t e = bp[I]; e < bp[I + 1]; ++e)
+          for (index_t c = 0; c < b && bc[e] * b + c < n; ++c) emit(i, bc[e] * b + c, (e * b + r) * b + c);
+      }
+    };
   }
 
   void init_csr(const CsrMatrix<T>& A) {
     n = A.rows();
     structure = A.structure_ptr();
-    const auto ptr_a = A.row_ptr();
-    const auto idx_a = A.col_indices();
-    build_pattern([&](auto&& emit, auto&& end_row) {
-      for (index_t i = 0; i < n; ++i) {
-        for (index_t e = ptr_a[i]; e < ptr_a[i + 1]; ++e) emit(i, idx_a[e], e);
-        end_row();
-      }
-    });
-    build_factors();
-    factor(A.values());
+    auto rows = csr_rows(A);
+    build(rows, static_cast<double>(A.nnz()));
+    factor(rows, A.values());
   }
 
   void init_bsr(const BsrMatrix<T>& A) {
     n = A.rows();
     structure = A.structure_ptr();
     from_bsr = true;
-    const index_t b = A.block_size(), nb = structure->block_rows();
-    const auto bp = structure->block_row_ptr(), bc = structure->block_col_indices();
-    build_pattern([&](auto&& emit, auto&& end_row) {
-      for (index_t I = 0; I < nb; ++I)
-        for (index_t r = 0; r < b && I * b + r < n; ++r) {
-          for (index_t e = bp[I]; e < bp[I + 1]; ++e)
-            for (index_t c = 0; c < b && bc[e] * b + c < n; ++c) emit(I * b + r, bc[e] * b + c, (e * b + r) * b + c);
-          end_row();
-        }
-    });
-    build_factors();
-    factor(A.blocks());
+    auto rows = bsr_rows(A);
+    build(rows, static_cast<double>(A.blocks().size()));
+    factor(rows, A.blocks());
   }
 };
 
@@ -289,7 +358,8 @@ void IncompleteFactorization<T>::update(const CsrMatrix<T>& A) {
   if (s.from_bsr || !s.built_from(A.structure_ptr()))
     throw InvalidArgument(detail::concat(s.who, ".update: A's structure differs from the one the factors were built from",
                                          s.from_bsr ? " (a BSR matrix)" : ""));
-  s.factor(A.values());
+  auto rows = Impl::csr_rows(A);
+  s.factor(rows, A.values());
 }
 
 template <SolverValue T>
@@ -298,7 +368,8 @@ void IncompleteFactorization<T>::update(const BsrMatrix<T>& A) {
   if (!s.from_bsr || !s.built_from(A.structure_ptr()))
     throw InvalidArgument(detail::concat(s.who, ".update: A's structure differs from the one the factors were built from",
                                          s.from_bsr ? "" : " (a CSR matrix)"));
-  s.factor(A.blocks());
+  auto rows = Impl::bsr_rows(A);
+  s.factor(rows, A.blocks());
 }
 
 template class IncompleteFactorization<float>;

@@ -386,6 +386,44 @@ TEST_F(Preconditioners, ApplyIsThreadIndependent) {
   });
 }
 
+TEST_F(Preconditioners, BlockedFactorisationsAreThreadIndependent) {
+  // The blocks of ilu0(A, k) / ic0(A, k) are built and factorised side by side: the
+  // factors, and the first block's error, must not depend on the thread count.
+  const CsrMatrix<double> A = convdiff3d<double>(12, 2.0);
+  const CsrMatrix<double> P = poisson3d<double>(12);
+  const BsrMatrix<double> E = to_bsr(elasticity3d<double>(4), 3);
+  expect_thread_independent([&] {
+    std::vector<double> out;
+    const auto append = [&](const CsrMatrix<double>& M) {
+      for (const double v : M.values()) out.push_back(v);
+      for (const index_t j : M.col_indices()) out.push_back(static_cast<double>(j));
+    };
+    const auto ilu = ilu0(A, 3);
+    const auto ic = ic0(P, 3);
+    const auto bsr = ic0(E, 2);
+    for (const auto* M : {&ilu, &ic, &bsr}) {
+      append(M->lower());
+      append(M->upper());
+    }
+    return out;
+  });
+  // Zero pivots in blocks 1 and 2 of 3 (rows of zeros): block 1's row is reported, on
+  // any thread count.
+  CsrMatrix<double> Z = poisson3d<double>(6);  // 216 rows: blocks of 72
+  for (const index_t row : {100, 200})
+    for (index_t e = Z.row_ptr()[row]; e < Z.row_ptr()[row + 1]; ++e) Z.values()[e] = 0.0;
+  const RuntimeGuard guard;
+  for (const int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    try {
+      (void)ilu0(Z, 3);
+      ADD_FAILURE() << "ilu0 accepted a zero pivot";
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("zero pivot at row 100"));
+    }
+  }
+}
+
 TEST(Generators, ConvectionDiffusion) {
   // Péclet 0 is poisson3d; the convection adds c_d to the diagonal and -c_d upstream.
   const CsrMatrix<double> P = poisson3d<double>(5), C0 = convdiff3d<double>(5, 0.0), C = convdiff3d<double>(5, 2.0);
