@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "runtime/checks.hpp"
@@ -61,6 +62,11 @@ struct TriangularSolver<T>::Impl {
   std::vector<index_t> level_ptr{0};
   std::vector<index_t> order;        // (block) rows by level, ascending within a level
   std::vector<double> level_cost;    // stored values a level reads
+  // A CSR triangle stored alone, each row's diagonal at its edge (last for a lower
+  // solve, first for an upper one; the factors of ilu0/ic0): A's columns in 32 bits,
+  // read with A's row pointers only. Empty otherwise. The solves stream A, so a third
+  // fewer bytes is a third less time.
+  std::vector<std::int32_t> split_columns;
 
   void schedule() {
     diagonal = detail::huge_vector<index_t>(nb, "sptrsv: diagonal");
@@ -97,6 +103,13 @@ struct TriangularSolver<T>::Impl {
     std::vector<index_t> at(level_ptr.begin(), level_ptr.end() - 1);
     for (index_t i = 0; i < nb; ++i) order[static_cast<std::size_t>(at[static_cast<std::size_t>(level[i])]++)] = i;
     find_segments();
+    bool split = b == 1 && n <= INT32_MAX;
+    for (index_t i = 0; split && i < nb; ++i)
+      split = diagonal[static_cast<std::size_t>(i)] == (lower ? ptr[i + 1] - 1 : ptr[i]);
+    if (split) {
+      split_columns = detail::huge_reserved<std::int32_t>(ptr[nb], "sptrsv: columns");
+      for (index_t e = 0; e < ptr[nb]; ++e) split_columns.push_back(static_cast<std::int32_t>(idx[e]));
+    }
   }
 
   /// Cuts the rows where T decouples: a lower solve may cut before row c when no row from
@@ -132,27 +145,36 @@ struct TriangularSolver<T>::Impl {
     return lower ? std::pair{ptr[i], edge[static_cast<std::size_t>(i)]} : std::pair{edge[static_cast<std::size_t>(i)], ptr[i + 1]};
   }
 
-  /// Solves row i of a CSR triangle (b = 1) into x, specialised on the triangle and the
-  /// diagonal so that a sweep inlines it. False as solve_block_row.
-  template <bool Lower, bool Unit>
+  /// Solves row i of a CSR triangle (b = 1) into x, specialised on the triangle, the
+  /// diagonal and the layout (Split: split_columns) so that a sweep inlines it. False as
+  /// solve_block_row.
+  template <bool Lower, bool Unit, bool Split>
   bool solve_point_row(index_t i, const T* rhs, T* x) const {
     // The chain from one row's x to the next runs through the entry nearest the diagonal
     // (row i - 1 or i + 1 in a stencil): it is subtracted last, the others (rows solved
     // long before) first, and the diagonal's reciprocal, which does not wait for x,
     // replaces a division on the chain.
+    const auto triangle_edge = [&] {
+      if constexpr (Split) return Lower ? ptr[i + 1] - 1 : ptr[i] + 1;
+      else return edge[static_cast<std::size_t>(i)];
+    };
     double d = 1.0;
     if constexpr (!Unit) {
-      const index_t at = diagonal[static_cast<std::size_t>(i)];
+      const index_t at = Split ? (Lower ? ptr[i + 1] - 1 : ptr[i]) : diagonal[static_cast<std::size_t>(i)];
       d = at < 0 ? 0.0 : static_cast<double>(values[at]);
     }
     const double inv = 1.0 / d;
+    const auto column = [&](index_t e) {
+      if constexpr (Split) return static_cast<index_t>(split_columns[static_cast<std::size_t>(e)]);
+      else return idx[e];
+    };
     double s = static_cast<double>(rhs[i]);
     if constexpr (Lower)
-      for (index_t e = ptr[i], last = edge[static_cast<std::size_t>(i)]; e < last; ++e)
-        s -= static_cast<double>(values[e]) * static_cast<double>(x[idx[e]]);
+      for (index_t e = ptr[i], last = triangle_edge(); e < last; ++e)
+        s -= static_cast<double>(values[e]) * static_cast<double>(x[column(e)]);
     else
-      for (index_t e = ptr[i + 1] - 1, first = edge[static_cast<std::size_t>(i)]; e >= first; --e)
-        s -= static_cast<double>(values[e]) * static_cast<double>(x[idx[e]]);
+      for (index_t e = ptr[i + 1] - 1, first = triangle_edge(); e >= first; --e)
+        s -= static_cast<double>(values[e]) * static_cast<double>(x[column(e)]);
     x[i] = static_cast<T>(Unit ? s : s * inv);
     return d != 0.0;
   }
@@ -163,7 +185,10 @@ struct TriangularSolver<T>::Impl {
   template <class Body>
   void with_rows(const T* rhs, T* x, Body&& body) const {
     const auto point = [&]<bool Lower, bool Unit>() {
-      body([this, rhs, x](index_t i, double*) { return solve_point_row<Lower, Unit>(i, rhs, x); });
+      if (split_columns.empty())
+        body([this, rhs, x](index_t i, double*) { return solve_point_row<Lower, Unit, false>(i, rhs, x); });
+      else
+        body([this, rhs, x](index_t i, double*) { return solve_point_row<Lower, Unit, true>(i, rhs, x); });
     };
     if (b > 1) body([this, rhs, x](index_t i, double* acc) { return solve_block_row(i, rhs, x, acc); });
     else if (lower && unit) point.template operator()<true, true>();
