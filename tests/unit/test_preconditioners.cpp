@@ -85,6 +85,22 @@ TEST_F(Preconditioners, SptrsvMatchesSubstitution) {
         std::vector<double> x(b.size());
         sptrsv(A, uplo, diag, b, std::span(x));
         expect_near(x, want, 1e-13);
+        // The triangle stored alone (its diagonal at each row's edge, as the factors of
+        // ilu0/ic0 are) takes the 32-bit column path: the same sums, the same bits.
+        std::vector<index_t> tp{0}, ti;
+        std::vector<double> tv;
+        for (index_t i = 0; i < n; ++i) {
+          for (index_t e = A.row_ptr()[i]; e < A.row_ptr()[i + 1]; ++e)
+            if (const index_t j = A.col_indices()[e]; uplo == Triangle::lower ? j <= i : j >= i) {
+              ti.push_back(j);
+              tv.push_back(A.values()[e]);
+            }
+          tp.push_back(static_cast<index_t>(ti.size()));
+        }
+        const CsrMatrix<double> alone(n, n, std::move(tp), std::move(ti), std::move(tv));
+        std::vector<double> xa(b.size());
+        sptrsv(alone, uplo, diag, b, std::span(xa));
+        EXPECT_EQ(xa, x);
         // BSR, blocks of 3 and 4 (cut at the edge when they do not divide n), and x = b.
         for (const index_t bs : {3, 4}) {
           const BsrMatrix<double> B = to_bsr(A, bs);
