@@ -146,8 +146,8 @@ struct TriangularSolver<T>::Impl {
   }
 
   /// Solves row i of a CSR triangle (b = 1) into x, specialised on the triangle, the
-  /// diagonal and the layout (Split: split_columns) so that a sweep inlines it. False as
-  /// solve_block_row.
+  /// diagonal and the layout (Split: split_columns), so that a row tests none of them.
+  /// False as solve_block_row.
   template <bool Lower, bool Unit, bool Split>
   bool solve_point_row(index_t i, const T* rhs, T* x) const {
     // The chain from one row's x to the next runs through the entry nearest the diagonal
