@@ -83,9 +83,10 @@ struct IncompleteFactorization<T>::Impl {
       if (e) std::rethrow_exception(e);
   }
 
-  /// Calls rows(r0, r1, emit) for each block [r0, r1): emit(i, j, at) is A's entry (i, j),
-  /// at position `at` of its values, row by row in ascending column order; `keep` takes
-  /// those of the working pattern (within the block; left of or on the diagonal for IC(0)).
+  /// Calls emit(i, j, at) for the entries of rows [r0, r1) (one block) that the working
+  /// pattern keeps: columns within the block, and left of or on the diagonal unless
+  /// `keep_upper` (ILU(0)). rows(r0, r1, f) walks A's entries (i, j), at position `at` of
+  /// its values, row by row in ascending column order.
   template <class Rows, class Emit>
   static void kept(Rows& rows, index_t r0, index_t r1, bool keep_upper, Emit&& emit) {
     rows(r0, r1, [&](index_t i, index_t j, index_t at) {
