@@ -196,11 +196,12 @@ template <SolverValue T>
 BlockSolveResult<T> cg(const LinearOperator<T>& A, DenseView<const std::type_identity_t<T>> B, const CgOptions<T>& options = {});
 
 /// Restarted GMRES(m) with right preconditioning, for any nonsingular A. The basis is
-/// orthogonalised by classical Gram–Schmidt applied twice (CGS2): each pass is one fused
-/// sweep over the basis computing all its inner products at once (deterministic chunked
-/// sums), then one sweep subtracting them. Iterations count products with A; the
-/// residual is the Arnoldi estimate, and the true residual is computed at each restart
-/// and at the end (rel_residual is the true one).
+/// orthogonalised by delayed CGS2 (classical Gram–Schmidt applied twice, the second pass
+/// lagging one iteration): per iteration one sweep over the basis computes all inner
+/// products at once (deterministic chunked sums, one reduction) and one sweep updates.
+/// Iterations count the basis vectors finished (a solve that converges applies A once
+/// more than it counts); the residual is the Arnoldi estimate, and the true residual is
+/// computed at each restart and at the end (rel_residual is the true one).
 /// @throw as cg, and InvalidArgument for restart < 1 or an M of the wrong size.
 template <SolverValue T>
 SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_identity_t<T>> b,
