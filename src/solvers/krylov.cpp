@@ -254,6 +254,7 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
   const auto size = [](index_t k) { return static_cast<std::size_t>(k); };
   std::vector<double> R(size((m + 1) * m)), H(size((m + 1) * m)), cs(size(m)), sn(size(m)), g(size(m + 1)),
       h(size(m + 1)), s(size(m + 1)), t(size(m + 1)), f(size(m + 1)), y(size(m));
+  std::vector<T> su(size(m + 1)), sy(size(m + 1)), yt(size(m));  // coefficients in T for the sweeps
   double bb = 0.0;
   if (solvers::start(ws, b, has_x0, res, opt.tol, basis(0), z.data(), bb)) return res;
   double beta = std::sqrt(ws.sum(0));
@@ -378,7 +379,6 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
       h[k] = ((uy - st) / rho - f[k]) / rho;
       // The second sweep: v_k = (u - V s) / ρ into u; the next candidate
       // w_k - V h = (y - V (f + ρ h)) / ρ - h_k v_k into w.
-      std::vector<T> su(size(k)), sy(size(k));
       for (index_t q = 0; q < k; ++q) {
         su[q] = static_cast<T>(s[q]);
         sy[q] = static_cast<T>(f[q] + rho * h[q]);
@@ -401,7 +401,6 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
         break;
       }
       T* acc = basis(m);  // at most j <= m vectors are read, and no candidate is needed any more
-      std::vector<T> yt(size(j));
       for (index_t q = 0; q < j; ++q) yt[q] = static_cast<T>(y[q]);
       ws.chunk_update(static_cast<double>(j + 1), [&](index_t r0, index_t r1) {
         sweeps.combine(V.get(), n, j, yt.data(), acc, r0, r1);
