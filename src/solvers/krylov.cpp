@@ -336,7 +336,6 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
         });
         for (index_t q = 0; q < k; ++q) s[q] = ws.sum(2 * q);
         (void)finish_column(ws.sum(2 * k));
-        pending = false;
         break;
       }
       T* w = basis(next + 1);
