@@ -188,24 +188,26 @@ struct IncompleteFactorization<T>::Impl {
     per_block(entries, [&](index_t k) {
       for (index_t i = bounds[k]; i < bounds[k + 1]; ++i) ilu ? ilu_row(i) : ic_row(i);
     });
-    const std::span<T> lv = lower.values(), uv = upper.values();
+    T* lv = lower.values().data();
+    T* uv = upper.values().data();
+    const double* wv = w.data();
     per_block(entries, [&](index_t k) {
       const auto& lp = lower.row_ptr();
       const auto& up = upper.row_ptr();
       for (index_t i = bounds[k]; i < bounds[k + 1]; ++i) {
         if (ilu) {
-          const double* src = w.data() + row_start(i);
+          const double* src = wv + row_start(i);
           const index_t l = left(i);
-          for (index_t q = 0; q < l; ++q) lv[static_cast<std::size_t>(lp[i] + q)] = static_cast<T>(src[q]);
-          lv[static_cast<std::size_t>(lp[i] + l)] = T(1);
-          for (index_t q = up[i]; q < up[i + 1]; ++q) uv[static_cast<std::size_t>(q)] = static_cast<T>(src[l + q - up[i]]);
+          for (index_t q = 0; q < l; ++q) lv[lp[i] + q] = static_cast<T>(src[q]);
+          lv[lp[i] + l] = T(1);
+          for (index_t q = up[i]; q < up[i + 1]; ++q) uv[q] = static_cast<T>(src[l + q - up[i]]);
         } else {
-          for (index_t e = lp[i]; e < lp[i + 1]; ++e) lv[static_cast<std::size_t>(e)] = static_cast<T>(w[static_cast<std::size_t>(e)]);
+          for (index_t e = lp[i]; e < lp[i + 1]; ++e) lv[e] = static_cast<T>(wv[e]);
         }
       }
     });
     if (!ilu)
-      for (std::size_t q = 0; q < upper_src.size(); ++q) uv[q] = lv[static_cast<std::size_t>(upper_src[q])];
+      for (std::size_t q = 0; q < upper_src.size(); ++q) uv[q] = lv[upper_src[q]];
   }
 
   /// ILU(0), IKJ: row i -= l_ik (row k of U) for each k < i in its pattern, in order.
@@ -214,45 +216,47 @@ struct IncompleteFactorization<T>::Impl {
     const auto& lp = lower.row_ptr();
     const auto& ui = upper.col_indices();
     const auto& up = upper.row_ptr();
+    double* wv = w.data();
+    index_t* at = pos.data();
     const index_t first = row_start(i), l = left(i), d = first + l;
-    for (index_t q = 0; q < l; ++q) pos[static_cast<std::size_t>(li[lp[i] + q])] = first + q;
-    for (index_t q = up[i]; q < up[i + 1]; ++q) pos[static_cast<std::size_t>(ui[q])] = d + q - up[i];
+    for (index_t q = 0; q < l; ++q) at[li[lp[i] + q]] = first + q;
+    for (index_t q = up[i]; q < up[i + 1]; ++q) at[ui[q]] = d + q - up[i];
     for (index_t q = 0; q < l; ++q) {
       const index_t e = first + q, k = li[lp[i] + q], dk = diagonal(k);
-      w[static_cast<std::size_t>(e)] /= w[static_cast<std::size_t>(dk)];
+      wv[e] /= wv[dk];
       // Row k of U after its diagonal: columns ui[up[k] + 1 ..], working entries dk + 1 ..
       for (index_t f = up[k] + 1; f < up[k + 1]; ++f)
-        if (const index_t at = pos[static_cast<std::size_t>(ui[f])]; at >= 0)
-          w[static_cast<std::size_t>(at)] -= w[static_cast<std::size_t>(e)] * w[static_cast<std::size_t>(dk + f - up[k])];
+        if (const index_t c = at[ui[f]]; c >= 0) wv[c] -= wv[e] * wv[dk + f - up[k]];
     }
-    if (!(w[static_cast<std::size_t>(d)] != 0.0 && std::isfinite(w[static_cast<std::size_t>(d)])))
-      throw InvalidArgument(detail::concat(who, ": zero pivot at row ", i, " (u_ii = ", w[static_cast<std::size_t>(d)], ")"));
-    for (index_t q = 0; q < l; ++q) pos[static_cast<std::size_t>(li[lp[i] + q])] = -1;
-    for (index_t q = up[i]; q < up[i + 1]; ++q) pos[static_cast<std::size_t>(ui[q])] = -1;
+    if (!(wv[d] != 0.0 && std::isfinite(wv[d])))
+      throw InvalidArgument(detail::concat(who, ": zero pivot at row ", i, " (u_ii = ", wv[d], ")"));
+    for (index_t q = 0; q < l; ++q) at[li[lp[i] + q]] = -1;
+    for (index_t q = up[i]; q < up[i + 1]; ++q) at[ui[q]] = -1;
   }
 
   /// IC(0): l_ik = (a_ik - sum_{j < k} l_ij l_kj) / l_kk, then l_ii = sqrt(a_ii - sum l_ij²).
   void ic_row(index_t i) {
     const auto& li = lower.col_indices();
     const auto& lp = lower.row_ptr();
+    double* wv = w.data();
+    index_t* at = pos.data();
     const index_t d = lp[i + 1] - 1;
-    for (index_t e = lp[i]; e <= d; ++e) pos[static_cast<std::size_t>(li[e])] = e;
+    for (index_t e = lp[i]; e <= d; ++e) at[li[e]] = e;
     double sq = 0.0;
     for (index_t e = lp[i]; e < d; ++e) {
       const index_t k = li[e];
-      double s = w[static_cast<std::size_t>(e)];
+      double s = wv[e];
       for (index_t f = lp[k]; f < lp[k + 1] - 1; ++f)
-        if (const index_t at = pos[static_cast<std::size_t>(li[f])]; at >= 0)
-          s -= w[static_cast<std::size_t>(at)] * w[static_cast<std::size_t>(f)];
-      w[static_cast<std::size_t>(e)] = s / w[static_cast<std::size_t>(lp[k + 1] - 1)];
-      sq += w[static_cast<std::size_t>(e)] * w[static_cast<std::size_t>(e)];
+        if (const index_t c = at[li[f]]; c >= 0) s -= wv[c] * wv[f];
+      wv[e] = s / wv[lp[k + 1] - 1];
+      sq += wv[e] * wv[e];
     }
-    const double pivot = w[static_cast<std::size_t>(d)] - sq;
+    const double pivot = wv[d] - sq;
     if (!(pivot > 0.0 && std::isfinite(pivot)))
       throw InvalidArgument(detail::concat(who, ": non-positive pivot at row ", i, " (", pivot,
                                            "): A is not positive definite enough for IC(0)"));
-    w[static_cast<std::size_t>(d)] = std::sqrt(pivot);
-    for (index_t e = lp[i]; e <= d; ++e) pos[static_cast<std::size_t>(li[e])] = -1;
+    wv[d] = std::sqrt(pivot);
+    for (index_t e = lp[i]; e <= d; ++e) at[li[e]] = -1;
   }
 
   /// A's rows [r0, r1) for `kept`.
