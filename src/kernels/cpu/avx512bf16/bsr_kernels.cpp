@@ -552,16 +552,17 @@ void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws
 // x(2t + 1) of its blocks' columns' x, as in the pair SpMV, and add up over t at the end
 // of the row. A block's mirrors go straight to its column's slot, lane k: S vdpbf16ps
 // steps, step s adding A(2s, k) x(2s) + A(2s + 1, k) x(2s + 1) of the block row's x. A
-// slot is thus B lanes (of 4 or 8), not a lane per entry: the slots that rows reach
-// ahead stay in the L1 cache. One word permute of the block gives each set of pairs;
+// slot is thus B lanes (of 8), not a lane per entry: the slots that rows reach ahead
+// stay in the L1 cache. One word permute of the block gives each set of pairs;
 // the diagonal block's own pairs come whole from its stored triangle by a permute of
 // their own, so it needs no widened copy. Pads (an odd B's last pair) are zero words in
-// both A and x, as in the pair SpMV.
+// both A and x, as in the pair SpMV. Blocks of B <= 4 pack both sets into one register
+// (PackedPairLanes below); this layout serves B = 5 to 8.
 template <int B, bool Upper>
 struct PairSymmetricLanes {
   static constexpr int S = (B + 1) / 2;         // pairs per row (or column) of a block
   static constexpr int NL = (B * S + 15) / 16;  // registers of own lanes
-  static constexpr int SK = B <= 4 ? 4 : 8;     // a slot's lanes: an xmm or a ymm register
+  static constexpr int SK = 8;                  // a slot's lanes: a ymm register
   // A block is one register of words for B² <= 32, else two ([0, 32) and [32, 64)),
   // loaded to its B² words, so word 31 (B <= 5) or 63 (B = 6) lies past them and is
   // zero: the pad of every lane past the block's pairs. B = 8 fills both registers and
@@ -631,19 +632,12 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
     else return _mm512_permutex2var_epi16(lo, words, hi);
   };
   const auto dp = [](__m512 acc, __m512i a, __m512i b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); };
-  // A slot's steps, in an xmm or a ymm register.
+  // A slot's steps, in a ymm register.
   const auto add_to_slot = [](float* slot, const __m512i (&pairs)[S], const __m512i (&xs)[S]) {
-    if constexpr (SK == 4) {
-      __m128 v = _mm_load_ps(slot);
-      for (int t = 0; t < S; ++t)
-        v = _mm_dpbf16_ps(v, (__m128bh)_mm512_castsi512_si128(pairs[t]), (__m128bh)_mm512_castsi512_si128(xs[t]));
-      _mm_store_ps(slot, v);
-    } else {
-      __m256 v = _mm256_load_ps(slot);
-      for (int t = 0; t < S; ++t)
-        v = _mm256_dpbf16_ps(v, (__m256bh)_mm512_castsi512_si256(pairs[t]), (__m256bh)_mm512_castsi512_si256(xs[t]));
-      _mm256_store_ps(slot, v);
-    }
+    __m256 v = _mm256_load_ps(slot);
+    for (int t = 0; t < S; ++t)
+      v = _mm256_dpbf16_ps(v, (__m256bh)_mm512_castsi512_si256(pairs[t]), (__m256bh)_mm512_castsi512_si256(xs[t]));
+    _mm256_store_ps(slot, v);
   };
   const auto row = [&](index_t i, index_t q0, index_t q1, index_t diag, float* slots, float* own)
                        __attribute__((always_inline)) {
@@ -693,11 +687,127 @@ void pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, co
   block_triangle_chunk<B, Upper, SK, 1>(p, idx, s, c, buffer, row);
 }
 
+// Blocks of B <= 4 (B S <= 8 pairs a side) run one word permute and two vdpbf16ps a block:
+// one register holds the block's mirror pairs in dword lanes [0, 8) (lane s B + k: A(2s,
+// k), A(2s + 1, k), as PairSymmetricLanes's mirror steps side by side) and its own pairs
+// in lanes [8, 16) (lane 8 + r S + t: A(r, 2t), A(r, 2t + 1)). Its x is the block row's
+// mirror x in the low lanes (one permute per row) and, masked into the high lanes, x_j's
+// S dwords broadcast from memory: lane 8 + r S + t meets dword t because S divides 8. The
+// own lanes accumulate over the row in a zmm; the low half adds into the block column's
+// slot, a ymm whose lanes s B + k the frame sums over s (R = S). An odd B's pad word is
+// zero in A (a word past the block) and in x (left out of the mask: x's next entry may be
+// infinite).
+template <int B, bool Upper>
+struct PackedPairLanes {
+  static constexpr int S = (B + 1) / 2;
+  static_assert(B * S <= 8, "a block's own and mirror pairs share one register");
+  static constexpr std::uint16_t kZeroA = 31;  // a word past the block's B² <= 16
+  static constexpr std::uint16_t kZeroX = 31;  // x's register holds words [0, 8) only
+  using Words = std::array<std::uint16_t, 32>;
+  struct Table {
+    Words both, diagonal, x_mirror, x_diagonal;
+    std::uint32_t own_x;  // the own lanes' x words, pads left out
+  };
+  static constexpr Table table = [] {
+    Table t{};
+    for (int w = 0; w < 32; ++w) {
+      const int lane = w / 2, h = w % 2;
+      if (lane < 8) {  // mirror lane s B + k: A(2s + h, k) and x(2s + h)
+        const int s = lane / B, k = lane % B, r = 2 * s + h;
+        const bool in = s < S && r < B;
+        t.both[w] = static_cast<std::uint16_t>(in ? r * B + k : kZeroA);
+        t.diagonal[w] = kZeroA;
+        t.x_mirror[w] = static_cast<std::uint16_t>(in ? r : kZeroX);
+        t.x_diagonal[w] = kZeroX;
+      } else {  // own lane 8 + r S + t: A(r, 2t + h) and x(2t + h)
+        const int d = lane - 8, r = d / S, k = 2 * (d % S) + h;
+        const bool own = d < B * S && k < B;
+        const int lo = r < k ? r : k, hi = r < k ? k : r;
+        t.both[w] = static_cast<std::uint16_t>(own ? r * B + k : kZeroA);
+        t.diagonal[w] = static_cast<std::uint16_t>(own ? (Upper ? lo * B + hi : hi * B + lo) : kZeroA);
+        t.x_mirror[w] = kZeroX;
+        t.x_diagonal[w] = static_cast<std::uint16_t>(own ? k : kZeroX);
+        if (own) t.own_x |= std::uint32_t{1} << w;
+      }
+    }
+    return t;
+  }();
+};
+
+/// symmetric_blocks_local's work for bf16 blocks (p.b = B <= 4) in PackedPairLanes.
+template <int B, bool Upper, class TY, class I>
+void packed_pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* idx, const detail::SymmetricChunks& s,
+                                  index_t c, float* buffer) {
+  using L = PackedPairLanes<B, Upper>;
+  constexpr int S = L::S;
+  constexpr index_t BB = B * B;
+  constexpr auto block_mask = static_cast<__mmask32>((1u << BB) - 1u);
+  const index_t n = p.n;
+  const bf16* const values = p.values;
+  const bf16* const x = p.x;
+  const __m512i both = _mm512_loadu_si512(L::table.both.data());
+  const __m512i diagonal = _mm512_loadu_si512(L::table.diagonal.data());
+  const __m512i x_mirror = _mm512_loadu_si512(L::table.x_mirror.data());
+  const __m512i x_diagonal = _mm512_loadu_si512(L::table.x_diagonal.data());
+  const auto own_x = static_cast<__mmask32>(L::table.own_x);
+  const auto dp = [](__m512 acc, __m512i a, __m512i b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); };
+  const auto row = [&](index_t i, index_t q0, index_t q1, index_t diag, float* slots, float* own)
+                       __attribute__((always_inline)) {
+    const __m512i xi = x_words_at<false>(x, i * B, n);
+    const __m512i xm = _mm512_permutexvar_epi16(x_mirror, xi);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    const auto blocks = [&](auto whole) __attribute__((always_inline)) {
+      const auto block = [&](index_t q, __m512& sum) __attribute__((always_inline)) {
+        const index_t j = idx[q];
+        // x_j's S dwords in every S-dword group: a broadcast load when its 2S words lie
+        // within x, else its words masked at n and broadcast.
+        __m512i xj;
+        if constexpr (decltype(whole)::value) {
+          if constexpr (S == 1) xj = _mm512_set1_epi32(*reinterpret_cast<const std::int32_t*>(x + j * B));
+          else xj = _mm512_set1_epi64(*reinterpret_cast<const long long*>(x + j * B));
+        } else {
+          const __m128i words = _mm512_castsi512_si128(x_words_at<false>(x, j * B, n));
+          xj = S == 1 ? _mm512_broadcastd_epi32(words) : _mm512_broadcastq_epi64(words);
+        }
+        const __m512i pairs = _mm512_permutexvar_epi16(both, _mm512_maskz_loadu_epi16(block_mask, values + q * BB));
+        const __m512i xs = _mm512_mask_mov_epi16(xm, own_x, xj);
+        sum = dp(sum, pairs, xs);
+        float* slot = slots + j * 8;
+        _mm256_store_ps(slot, _mm256_dpbf16_ps(_mm256_load_ps(slot), (__m256bh)_mm512_castsi512_si256(pairs),
+                                               (__m256bh)_mm512_castsi512_si256(xs)));
+      };
+      index_t q = q0;
+      for (; q + 1 < q1; q += 2) {
+        block(q, acc[0]);
+        block(q + 1, acc[1]);
+      }
+      if (q < q1) block(q, acc[0]);
+    };
+    // A row's block columns ascend: when the last one's 2S words of x lie within x,
+    // every block's do.
+    if (q0 < q1 && index_t{idx[q1 - 1]} * B + 2 * S <= n) blocks(std::true_type{});
+    else blocks(std::false_type{});
+    if (diag >= 0)
+      acc[0] = dp(acc[0], _mm512_permutexvar_epi16(diagonal, _mm512_maskz_loadu_epi16(block_mask, values + diag * BB)),
+                  _mm512_permutexvar_epi16(x_diagonal, xi));
+    alignas(64) float lane[16];
+    _mm512_store_ps(lane, _mm512_add_ps(acc[0], acc[1]));
+    for (int r = 0; r < B; ++r) {
+      float sum = lane[8 + r * S];
+      for (int t = 1; t < S; ++t) sum += lane[8 + r * S + t];
+      own[r] = sum;
+    }
+  };
+  block_triangle_chunk<B, Upper, 8, S>(p, idx, s, c, buffer, row);
+}
+
 template <class TY>
 void pair_symmetric_local(const SymmetricProduct<bf16, TY>& p, const detail::SymmetricChunks& s, index_t c,
                           float* buffer, double* dot) {
   symmetric_local_by(p, s, c, buffer, dot, [&](auto B, auto upper, const auto* idx) {
-    pair_symmetric_blocks<decltype(B)::value, decltype(upper)::value>(p, idx, s, c, buffer);
+    constexpr int b = decltype(B)::value;
+    if constexpr (b * ((b + 1) / 2) <= 8) packed_pair_symmetric_blocks<b, decltype(upper)::value>(p, idx, s, c, buffer);
+    else pair_symmetric_blocks<b, decltype(upper)::value>(p, idx, s, c, buffer);
   });
 }
 
