@@ -209,19 +209,37 @@ std::vector<index_t> col_unit_blocks(const AttentionMask& mask, const kernels::A
 }
 
 /// Runs kernel(prob, workspace, u0, u1) over the units whose stored-block prefix sum is
-/// `ext`, split on threads by stored blocks + 1 per unit.
+/// `ext`, `per_slice` units a slice, split on threads by stored blocks + 1 per unit. Each
+/// slice is cut into the same number of pieces, dealt part-major: thread t's range holds
+/// part t of every slice, so the threads walk the slices side by side and share each
+/// slice's operands in cache (the 2-D call's locality), where a plain cut of the units
+/// would give each thread slices of its own and double what the cache must hold.
 template <class T, class Kernel>
 void run_units(const kernels::AttentionKernels<T>& k, const kernels::AttentionProblem<T>& prob, Kernel kernel,
-               const std::vector<index_t>& ext) {
+               const std::vector<index_t>& ext, index_t per_slice) {
   const auto units = static_cast<index_t>(ext.size()) - 1;
   const double work = static_cast<double>(ext.back()) * static_cast<double>(prob.b * prob.b) *
                       static_cast<double>(prob.dim);
   const int parts = detail::parts_for(units, detail::work_ns(detail::Work::attention, work));
-  const auto pieces = detail::balanced_split(ext, detail::pieces_for(parts));
+  const index_t slices = per_slice == 0 ? 0 : units / per_slice;
+  const int cuts = detail::pieces_for(parts);
+  // pieces[(t * slices + s) * per_part + i]: piece i of part t of slice s, as [from, to).
+  const index_t per_part = cuts / parts;
+  std::vector<std::pair<index_t, index_t>> pieces(static_cast<std::size_t>(slices * cuts));
+  std::vector<index_t> local(static_cast<std::size_t>(per_slice) + 1);  // slice s's prefix sum from 0
+  for (index_t s = 0; s < slices; ++s) {
+    const auto first = ext.begin() + s * per_slice;
+    std::transform(first, first + per_slice + 1, local.begin(), [&](index_t e) { return e - *first; });
+    const auto cut = detail::balanced_split(local, cuts);
+    for (index_t c = 0; c < cuts; ++c)
+      pieces[static_cast<std::size_t>(((c / per_part) * slices + s) * per_part + c % per_part)] = {
+          s * per_slice + cut[c], s * per_slice + cut[c + 1]};
+  }
   const std::size_t ws = detail::round_to_line(k.workspace_bytes(prob));
   std::byte* mem = detail::thread_workspace(static_cast<std::size_t>(parts) * ws);
-  detail::parallel_for(parts, static_cast<index_t>(pieces.size()) - 1, [&](int slot, index_t i) {
-    kernel(prob, mem + static_cast<std::size_t>(slot) * ws, pieces[i], pieces[i + 1]);
+  detail::parallel_for(parts, static_cast<index_t>(pieces.size()), [&](int slot, index_t i) {
+    const auto [u0, u1] = pieces[static_cast<std::size_t>(i)];
+    if (u0 < u1) kernel(prob, mem + static_cast<std::size_t>(slot) * ws, u0, u1);
   });
 }
 
@@ -253,7 +271,7 @@ void forward_impl(const AttentionMask& mask, const Operand<const T>& Q, const Op
   p.O = head_operand(O);
   p.lse = lse.empty() ? nullptr : lse.data();
   const auto& k = dispatch::attention_kernels<T>();
-  run_units(k, p, k.forward, row_unit_blocks(mask, p));
+  run_units(k, p, k.forward, row_unit_blocks(mask, p), p.block_rows);
 }
 
 template <class T>
@@ -294,8 +312,8 @@ void backward_impl(const AttentionMask& mask, const Operand<const T>& Q, const O
   p.dK = head_operand(dK);
   p.dV = head_operand(dV);
   const auto& k = dispatch::attention_kernels<T>();
-  run_units(k, p, k.backward_dq, row_unit_blocks(mask, p));
-  run_units(k, p, k.backward_dkv, col_unit_blocks(mask, p));
+  run_units(k, p, k.backward_dq, row_unit_blocks(mask, p), p.block_rows);
+  run_units(k, p, k.backward_dkv, col_unit_blocks(mask, p), p.block_cols);
 }
 
 }  // namespace
