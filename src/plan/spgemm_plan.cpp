@@ -179,59 +179,51 @@ private:
 };
 
 /// One thread's scratch for the symbolic phase: the marks of the columns a row of C
-/// reaches (a bit per column, and a summary bit per word of them that is not zero; all
-/// zero between rows), and the columns found. Aligned to a cache line: the threads'
-/// scratch changes as they go, and must not share a line.
+/// reaches (a bit per column, all zero between rows), and the columns found. Aligned to
+/// a cache line: the threads' scratch changes as they go, and must not share a line.
 struct alignas(64) SymbolicScratch {
-  std::vector<std::uint64_t> bits, summary;
-  std::vector<index_t> arrivals;  // the row's distinct columns in arrival order (and scratch past them)
+  std::vector<std::uint64_t> bits;
+  std::vector<index_t> words;  // the row's marked words in arrival order (and scratch past them)
   ThreadColumns out;
-  explicit SymbolicScratch(index_t cols)
-      : bits(make_vector<std::uint64_t>(cols / 64 + 1, "spgemm_plan: column bits")),
-        summary(make_vector<std::uint64_t>(cols / 4096 + 1, "spgemm_plan: column summary")) {}
+  explicit SymbolicScratch(index_t cols) : bits(make_vector<std::uint64_t>(cols / 64 + 1, "spgemm_plan: column bits")) {}
 };
 
 /// Appends row i's sorted, distinct columns to `m.out`; returns their number. `products`
-/// bounds the columns the row reaches. Each column is marked as it arrives, without a
-/// branch on whether it was seen (on scattered rows that branch mispredicts about every
-/// other time). The row's columns are then read back in order from the bits, visiting
-/// only the words the summary marks (banded and mesh rows), or, when the summary spans
-/// many words for few columns (scattered rows), sorted.
+/// bounds the columns the row reaches. Each column is marked as it arrives, and each word
+/// of marks as it turns non-zero is listed, without a branch on either (on scattered rows
+/// such a branch mispredicts about every other time) and without a read-modify-write of
+/// anything but the column's own word. The listed words are then sorted (a mesh row
+/// touches a few words, a scattered row about one per column) and their marks read back
+/// in order.
 index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, SymbolicScratch& m) {
   std::uint64_t* bits = m.bits.data();
-  std::uint64_t* summary = m.summary.data();
-  if (m.arrivals.size() < static_cast<std::size_t>(products)) m.arrivals.resize(static_cast<std::size_t>(products));
-  index_t* seen = m.arrivals.data();
-  index_t n = 0;
-  index_t lo = INT64_MAX, hi = -1;  // the first and last marked words
+  if (m.words.size() < static_cast<std::size_t>(products)) m.words.resize(static_cast<std::size_t>(products));
+  index_t* words = m.words.data();
+  index_t n = 0, nw = 0;
   for_row_columns(op, i, [&](index_t j) {
     const index_t w = j >> 6;
     const std::uint64_t bit = std::uint64_t{1} << (j & 63), word = bits[w];
-    seen[n] = j;
     n += (word & bit) == 0;
-    summary[w >> 6] |= static_cast<std::uint64_t>(word == 0) << (w & 63);
+    words[nw] = w;
+    nw += word == 0;
     bits[w] = word | bit;
-    lo = std::min(lo, w);
-    hi = std::max(hi, w);
   });
   if (n == 0) return 0;
-  index_t* dst = m.out.append(n);
-  if ((hi >> 6) - (lo >> 6) <= 4 * n) {
-    for (index_t s = lo >> 6; s <= hi >> 6; ++s) {
-      for (std::uint64_t words = summary[s]; words != 0; words &= words - 1) {
-        const index_t w = s * 64 + std::countr_zero(words);
-        for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) *dst++ = w * 64 + std::countr_zero(word);
-        bits[w] = 0;
-      }
-      summary[s] = 0;
+  if (nw <= 32) {  // insertion sort: a mesh row's few words
+    for (index_t a = 1; a < nw; ++a) {
+      const index_t w = words[a];
+      index_t b = a;
+      for (; b > 0 && words[b - 1] > w; --b) words[b] = words[b - 1];
+      words[b] = w;
     }
   } else {
-    std::copy(seen, seen + n, dst);
-    std::sort(dst, dst + n);
-    for (index_t k = 0; k < n; ++k) {
-      bits[seen[k] >> 6] = 0;
-      summary[seen[k] >> 12] = 0;
-    }
+    std::sort(words, words + nw);
+  }
+  index_t* dst = m.out.append(n);
+  for (index_t a = 0; a < nw; ++a) {
+    const index_t w = words[a];
+    for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) *dst++ = w * 64 + std::countr_zero(word);
+    bits[w] = 0;
   }
   return n;
 }

@@ -284,6 +284,9 @@ TEST(Spgemm, RepeatedAndScatteredRowsGiveTheStructuralProduct) {
                    csr_from_dense<double>(random_dense<double>(rng, 60, 50, 0.1).view())});
   cases.push_back({"scattered", csr_from_dense<double>(random_dense<double>(rng, 40, 30, 0.1).view()),
                    repeated_rows(rng, 30, 20000, 0.0004)});
+  // Rows of C over about 100 words of marks each: the symbolic phase sorts them whole.
+  cases.push_back({"many scattered words", csr_from_dense<double>(random_dense<double>(rng, 20, 30, 0.5).view()),
+                   csr_from_dense<double>(random_dense<double>(rng, 30, 20000, 0.0004).view())});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const Pattern want = structural_product(csr_pattern_of(c.A), csr_pattern_of(c.B));
