@@ -32,6 +32,15 @@ Pattern transposed(const Pattern& a) {
   return t;
 }
 
+/// Whether every row's columns strictly ascend (a set-valued Pattern cannot tell).
+template <Value T>
+bool rows_ascend(const CsrMatrix<T>& A) {
+  for (index_t i = 0; i < A.rows(); ++i)
+    for (index_t q = A.row_ptr()[i] + 1; q < A.row_ptr()[i + 1]; ++q)
+      if (A.col_indices()[q - 1] >= A.col_indices()[q]) return false;
+  return true;
+}
+
 template <Value T>
 Pattern csr_pattern_of(const CsrMatrix<T>& A) {
   Pattern p;
@@ -296,6 +305,7 @@ TEST(Spgemm, RepeatedAndScatteredRowsGiveTheStructuralProduct) {
       clear_spgemm_plan_cache();
       const auto C = multiply(c.A, c.B);
       EXPECT_EQ(csr_pattern_of(C), want) << threads << " threads";
+      EXPECT_TRUE(rows_ascend(C)) << threads << " threads";
       EXPECT_TRUE(near_product<double>(dense_of(C), ref)) << threads << " threads";
     }
   }
