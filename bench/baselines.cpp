@@ -140,7 +140,8 @@ double fma_peak_gflops(int threads) {
     for (int r = 0; r < kPeakReps; ++r) {
 #pragma omp barrier
       switch (active_isa()) {
-        case Isa::avx512: best = std::max(best, peak_avx512()); break;
+        case Isa::avx512:
+        case Isa::avx512_bf16: best = std::max(best, peak_avx512()); break;
         case Isa::avx2: best = std::max(best, peak_avx2()); break;
         case Isa::scalar: best = std::max(best, peak_scalar()); break;
       }

@@ -2,13 +2,14 @@
 /// The machine trnsparse runs on: which instruction set its kernels use and how many
 /// threads they split work over. Both are chosen once at start-up and may be changed:
 ///
-///   - `TRNSPARSE_ISA=scalar|avx2|avx512` forces an instruction set (for A/B runs);
+///   - `TRNSPARSE_ISA=scalar|avx2|avx512|avx512_bf16` forces an instruction set (for A/B
+///     runs, or the same bits as a CPU without AVX512-BF16);
 ///     forcing one the CPU lacks is an error (`NotSupported`), never a silent fallback.
 ///   - `TRNSPARSE_NUM_THREADS=N` sets the thread count (default: `OMP_NUM_THREADS`, else
 ///     the CPUs the process may run on).
 ///
 ///     trnsparse::set_num_threads(2);
-///     if (trnsparse::cpu_features().avx512_bf16) trnsparse::set_isa(trnsparse::Isa::avx512);
+///     if (trnsparse::isa_supported(trnsparse::Isa::avx512)) trnsparse::set_isa(trnsparse::Isa::avx512);
 ///
 /// Results never depend on the thread count: each output tile has one writer and every
 /// reduction runs in a fixed order. They may differ in the last bits between ISAs.
@@ -18,9 +19,10 @@
 
 namespace trnsparse {
 
-/// Instruction sets with kernels of their own. `avx512` uses AVX512-BF16 dot products
-/// for bf16 operands when the CPU has them.
-enum class Isa { scalar, avx2, avx512 };
+/// Instruction sets with kernels of their own. `avx512_bf16` is `avx512` with AVX512-BF16
+/// dot products (vdpbf16ps) for bf16 operands, where `avx512` widens bf16 to fp32; the
+/// two run the same kernels for fp32 and fp64.
+enum class Isa { scalar, avx2, avx512, avx512_bf16 };
 
 struct CpuFeatures {
   bool avx2_fma = false;     ///< AVX2 and FMA3

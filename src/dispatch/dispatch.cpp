@@ -14,22 +14,26 @@ namespace reference = kernels::reference;
 
 namespace {
 
-/// The entry of a per-ISA table for the active ISA.
+/// The entry of a per-ISA table for the active ISA (`avx512_bf16`: bf16 tables on
+/// vdpbf16ps; the same as `avx512` for other operand types).
 template <class Table>
-const Table& pick(const Table& scalar, const Table& avx2, const Table& avx512) {
+const Table& pick(const Table& scalar, const Table& avx2, const Table& avx512, const Table& avx512_bf16) {
   switch (active_isa()) {
     case Isa::scalar: return scalar;
     case Isa::avx2: return avx2;
     case Isa::avx512: return avx512;
+    case Isa::avx512_bf16: return avx512_bf16;
   }
   return scalar;
 }
 
-/// The active ISA's entry of a table that every ISA builds the same way, each built once.
-template <class Table, Table (*Scalar)(), Table (*Avx2)(), Table (*Avx512)()>
+/// The active ISA's entry of a table that every ISA builds the same way, each built once
+/// (the vdpbf16ps one only where the CPU has the instruction).
+template <class Table, Table (*Scalar)(), Table (*Avx2)(), Table (*Avx512)(), Table (*Avx512Bf16)() = Avx512>
 const Table& per_isa() {
   static const Table scalar = Scalar(), avx2 = Avx2(), avx512 = Avx512();
-  return pick(scalar, avx2, avx512);
+  static const Table avx512_bf16 = cpu_features().avx512_bf16 ? Avx512Bf16() : avx512;
+  return pick(scalar, avx2, avx512, avx512_bf16);
 }
 
 /// A CSR table whose missing SDDMM (bf16) is the reference's.
@@ -41,28 +45,25 @@ kernels::CsrKernels<TA, TY> csr_table() {
   return t;
 }
 
-/// The AVX-512 BSR table, with bf16 operands on vdpbf16ps where the CPU has it.
+/// The AVX512-BF16 BSR table: bf16 operands on vdpbf16ps, others as AVX-512's.
 template <class TA, class TY>
-kernels::BsrKernels<TA, TY> avx512_bsr() {
-  if constexpr (std::is_same_v<TA, bf16>)
-    if (cpu_features().avx512_bf16) return cpu::avx512bf16::bsr_kernels_bf16<TY>();
-  return cpu::avx512::bsr_kernels<TA, TY>();
+kernels::BsrKernels<TA, TY> avx512bf16_bsr() {
+  if constexpr (std::is_same_v<TA, bf16>) return cpu::avx512bf16::bsr_kernels_bf16<TY>();
+  else return cpu::avx512::bsr_kernels<TA, TY>();
 }
 
-/// The AVX-512 symmetric table, likewise.
+/// The AVX512-BF16 symmetric table, likewise.
 template <class TA, class TY>
-kernels::SymmetricKernels<TA, TY> avx512_symmetric() {
-  if constexpr (std::is_same_v<TA, bf16>)
-    if (cpu_features().avx512_bf16) return cpu::avx512bf16::symmetric_kernels_bf16<TY>();
-  return cpu::avx512::symmetric_kernels<TA, TY>();
+kernels::SymmetricKernels<TA, TY> avx512bf16_symmetric() {
+  if constexpr (std::is_same_v<TA, bf16>) return cpu::avx512bf16::symmetric_kernels_bf16<TY>();
+  else return cpu::avx512::symmetric_kernels<TA, TY>();
 }
 
-/// The AVX-512 SDDMM table, likewise.
+/// The AVX512-BF16 SDDMM table, likewise.
 template <class T>
-kernels::SddmmKernels<T> avx512_sddmm() {
-  if constexpr (std::is_same_v<T, bf16>)
-    if (cpu_features().avx512_bf16) return cpu::avx512bf16::sddmm_kernels_bf16();
-  return cpu::avx512::sddmm_kernels<T>();
+kernels::SddmmKernels<T> avx512bf16_sddmm() {
+  if constexpr (std::is_same_v<T, bf16>) return cpu::avx512bf16::sddmm_kernels_bf16();
+  else return cpu::avx512::sddmm_kernels<T>();
 }
 
 }  // namespace
@@ -70,13 +71,14 @@ kernels::SddmmKernels<T> avx512_sddmm() {
 template <class TA, class TY>
 const kernels::BsrKernels<TA, TY>& bsr_kernels() {
   return per_isa<kernels::BsrKernels<TA, TY>, &cpu::scalar::bsr_kernels<TA, TY>, &cpu::avx2::bsr_kernels<TA, TY>,
-                 &avx512_bsr<TA, TY>>();
+                 &cpu::avx512::bsr_kernels<TA, TY>, &avx512bf16_bsr<TA, TY>>();
 }
 
 template <class TA, class TY>
 const kernels::SymmetricKernels<TA, TY>& symmetric_kernels() {
   return per_isa<kernels::SymmetricKernels<TA, TY>, &cpu::scalar::symmetric_kernels<TA, TY>,
-                 &cpu::avx2::symmetric_kernels<TA, TY>, &avx512_symmetric<TA, TY>>();
+                 &cpu::avx2::symmetric_kernels<TA, TY>, &cpu::avx512::symmetric_kernels<TA, TY>,
+                 &avx512bf16_symmetric<TA, TY>>();
 }
 
 template <class TA, class TY>
@@ -87,7 +89,7 @@ WholeSymmetric<TA, TY> symmetric_whole() {
 template <class T>
 const kernels::SddmmKernels<T>& sddmm_kernels() {
   return per_isa<kernels::SddmmKernels<T>, &cpu::scalar::sddmm_kernels<T>, &cpu::avx2::sddmm_kernels<T>,
-                 &avx512_sddmm<T>>();
+                 &cpu::avx512::sddmm_kernels<T>, &avx512bf16_sddmm<T>>();
 }
 
 template <class TA, class TY>
@@ -122,12 +124,13 @@ const kernels::AttentionKernels<T>& attention_kernels() {
   } else {
     static const kernels::AttentionKernels<T> scalar = cpu::scalar::attention_kernels<T>();
     static const kernels::AttentionKernels<T> avx2 = cpu::avx2::attention_kernels<T>();
-    static const kernels::AttentionKernels<T> avx512 = [] {
+    static const kernels::AttentionKernels<T> avx512 = cpu::avx512::attention_kernels<T>();
+    static const kernels::AttentionKernels<T> avx512_bf16 = [] {
       if constexpr (std::is_same_v<T, bf16>)
         if (cpu_features().avx512_bf16) return cpu::avx512bf16::attention_kernels_bf16();
-      return cpu::avx512::attention_kernels<T>();
+      return avx512;
     }();
-    return pick(scalar, avx2, avx512);
+    return pick(scalar, avx2, avx512, avx512_bf16);
   }
 }
 

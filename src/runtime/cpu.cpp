@@ -28,20 +28,20 @@ CpuFeatures detect() noexcept {
 
 Isa best_isa() noexcept {
   const CpuFeatures& f = cpu_features();
-  return f.avx512 ? Isa::avx512 : f.avx2_fma ? Isa::avx2 : Isa::scalar;
+  return f.avx512_bf16 ? Isa::avx512_bf16 : f.avx512 ? Isa::avx512 : f.avx2_fma ? Isa::avx2 : Isa::scalar;
 }
 
 Isa isa_from_env() {
   const char* env = std::getenv("TRNSPARSE_ISA");
   if (!env || !*env) return best_isa();
   const std::string_view name(env);
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
     if (name == to_string(isa)) {
       if (!isa_supported(isa))
         throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": this CPU does not support ", name));
       return isa;
     }
-  throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": expected scalar, avx2 or avx512"));
+  throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": expected scalar, avx2, avx512 or avx512_bf16"));
 }
 
 /// OMP_NUM_THREADS's first number, as OpenMP programs read it, else the CPUs this process
@@ -97,6 +97,7 @@ bool isa_supported(Isa isa) noexcept {
     case Isa::scalar: return true;
     case Isa::avx2: return cpu_features().avx2_fma;
     case Isa::avx512: return cpu_features().avx512;
+    case Isa::avx512_bf16: return cpu_features().avx512_bf16;
   }
   return false;
 }
@@ -106,6 +107,7 @@ std::string_view to_string(Isa isa) noexcept {
     case Isa::scalar: return "scalar";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::avx512_bf16: return "avx512_bf16";
   }
   return "unknown";
 }

@@ -46,7 +46,7 @@ private:
   int threads_;
 };
 
-inline constexpr Isa all_isas[] = {Isa::scalar, Isa::avx2, Isa::avx512};
+inline constexpr Isa all_isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16};
 
 /// The ISAs whose kernels can run here (scalar always).
 inline std::vector<Isa> supported_isas() {
@@ -61,8 +61,7 @@ inline std::vector<Isa> supported_isas() {
 template <class F>
 void for_each_isa(F&& f) {
   for (const Isa isa : supported_isas()) {
-    SCOPED_TRACE(::testing::Message() << "isa " << to_string(isa)
-                                      << (isa == Isa::avx512 && cpu_features().avx512_bf16 ? " (bf16 pairs)" : ""));
+    SCOPED_TRACE(::testing::Message() << "isa " << to_string(isa));
     set_isa(isa);
     f(isa);
   }

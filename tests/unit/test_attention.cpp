@@ -12,6 +12,7 @@
 #include "dispatch/dispatch.hpp"
 #include "kernels/cpu/tables.hpp"
 #include "kernels/reference/attention.hpp"
+#include "kernel_support.hpp"
 #include "support.hpp"
 #include "trnsparse/attention.hpp"
 
@@ -435,7 +436,7 @@ void expect_kernels_match_reference(Rng& rng, const AttentionMask& mk, index_t b
     expect_close(q.dK, wide(kv, r.dK), gradient_tolerance<T>(n * heads / kv_heads), "dK");
     expect_close(q.dV, wide(kv, r.dV), gradient_tolerance<T>(n * heads / kv_heads), "dV");
   };
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+  for (Isa isa : all_isas) {
     if (!isa_supported(isa)) continue;
     SCOPED_TRACE(std::string(to_string(isa)));
     set_isa(isa);
@@ -444,14 +445,6 @@ void expect_kernels_match_reference(Rng& rng, const AttentionMask& mk, index_t b
     expect_near_reference(q);
   }
   set_isa(before);
-  if constexpr (std::is_same_v<T, bf16>) {
-    if (isa_supported(Isa::avx512)) {
-      SCOPED_TRACE("avx512, widening kernels");
-      Problem<T> q = p;
-      run(kernels::cpu::avx512::attention_kernels<T>(), q);
-      expect_near_reference(q);
-    }
-  }
 }
 
 TYPED_TEST(AttentionTyped, KernelsMatchReferenceOnEveryIsa) {
@@ -563,17 +556,17 @@ TEST_F(AttentionRandom, StridedLayoutsAndGroupedQueryHeads) {
                InvalidArgument);
 }
 
-/// bf16 runs on the vdpbf16ps kernels on avx512 (also when forced) if the CPU has
-/// AVX512-BF16, on the widening tile kernels otherwise; fp32 never on them.
-TEST(Attention, Bf16PairKernelsWhereAvx512Bf16) {
+/// bf16 runs on the vdpbf16ps kernels on avx512_bf16 alone (on avx512 on the widening
+/// tile kernels, as a CPU without AVX512-BF16 does); fp32 never on them.
+TEST(Attention, Bf16PairKernelsOnAvx512Bf16) {
   const Isa before = active_isa();
   const auto pairs = kernels::cpu::avx512bf16::attention_kernels_bf16();
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+  for (Isa isa : all_isas) {
     if (!isa_supported(isa)) continue;
     SCOPED_TRACE(std::string(to_string(isa)));
     set_isa(isa);
     const auto& k = dispatch::attention_kernels<bf16>();
-    const bool want = isa == Isa::avx512 && cpu_features().avx512_bf16;
+    const bool want = isa == Isa::avx512_bf16;
     EXPECT_EQ(k.forward == pairs.forward, want);
     EXPECT_EQ(k.backward_dq == pairs.backward_dq, want);
     EXPECT_EQ(k.backward_dkv == pairs.backward_dkv, want);

@@ -389,10 +389,12 @@ TEST(RuntimeIsa, NamesAndFeatures) {
   EXPECT_EQ(to_string(Isa::scalar), "scalar");
   EXPECT_EQ(to_string(Isa::avx2), "avx2");
   EXPECT_EQ(to_string(Isa::avx512), "avx512");
+  EXPECT_EQ(to_string(Isa::avx512_bf16), "avx512_bf16");
   const CpuFeatures& f = cpu_features();
   EXPECT_TRUE(isa_supported(Isa::scalar));
   EXPECT_EQ(isa_supported(Isa::avx2), f.avx2_fma);
   EXPECT_EQ(isa_supported(Isa::avx512), f.avx512);
+  EXPECT_EQ(isa_supported(Isa::avx512_bf16), f.avx512_bf16);
   EXPECT_TRUE(!f.avx512 || f.avx2_fma) << "AVX-512 without AVX2";
   EXPECT_TRUE(!f.avx512_bf16 || f.avx512) << "AVX512-BF16 without AVX-512";
   EXPECT_TRUE(isa_supported(active_isa()));
@@ -458,7 +460,10 @@ TEST_F(RuntimeEnvironmentDeathTest, IsaComesFromTrnsparseIsa) {
     set_env("TRNSPARSE_ISA", name.c_str());
     EXPECT_EXIT(exit_with([&] { return active_isa() == isa; }), ::testing::ExitedWithCode(0), "");
   }
-  const Isa best = isa_supported(Isa::avx512) ? Isa::avx512 : isa_supported(Isa::avx2) ? Isa::avx2 : Isa::scalar;
+  const Isa best = isa_supported(Isa::avx512_bf16) ? Isa::avx512_bf16
+                   : isa_supported(Isa::avx512)    ? Isa::avx512
+                   : isa_supported(Isa::avx2)      ? Isa::avx2
+                                                   : Isa::scalar;
   set_env("TRNSPARSE_ISA", nullptr);
   EXPECT_EXIT(exit_with([&] { return active_isa() == best; }), ::testing::ExitedWithCode(0), "")
       << "without TRNSPARSE_ISA the best supported ISA is active";
