@@ -1,7 +1,8 @@
-// Block-sparse attention: validate → plan → dispatch → kernel. Threads own contiguous
-// ranges of (batch, head, block row) units for the forward and dQ, of (batch, key head,
-// block column) units for dK and dV, balanced by stored blocks (plus one per unit); each
-// unit writes only its own rows, so results do not depend on the thread count.
+// Block-sparse attention: validate → plan → dispatch → kernel. Threads take pieces of
+// (batch, head, block row) units for the forward and dQ, of (batch, key head, block
+// column) units for dK and dV, each piece a contiguous range within one slice, balanced
+// by stored blocks (plus one per unit); each unit writes only its own rows, so results
+// do not depend on the thread count.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -222,7 +223,9 @@ void run_units(const kernels::AttentionKernels<T>& k, const kernels::AttentionPr
                       static_cast<double>(prob.dim);
   const int parts = detail::parts_for(units, detail::work_ns(detail::Work::attention, work));
   const index_t slices = per_slice == 0 ? 0 : units / per_slice;
-  const int cuts = detail::pieces_for(parts);
+  // Several pieces a part for a thread that falls behind to leave small ones; with many
+  // slices their parts are small enough.
+  const int cuts = slices >= detail::kPiecesPerPart ? parts : detail::pieces_for(parts);
   // pieces[(t * slices + s) * per_part + i]: piece i of part t of slice s, as [from, to).
   const index_t per_part = cuts / parts;
   std::vector<std::pair<index_t, index_t>> pieces(static_cast<std::size_t>(slices * cuts));
