@@ -763,8 +763,15 @@ void packed_pair_symmetric_blocks(const SymmetricProduct<bf16, TY>& p, const I* 
         // within x, else its words masked at n and broadcast.
         __m512i xj;
         if constexpr (decltype(whole)::value) {
-          if constexpr (S == 1) xj = _mm512_set1_epi32(*reinterpret_cast<const std::int32_t*>(x + j * B));
-          else xj = _mm512_set1_epi64(*reinterpret_cast<const long long*>(x + j * B));
+          if constexpr (S == 1) {
+            std::int32_t words;
+            std::memcpy(&words, x + j * B, sizeof words);
+            xj = _mm512_set1_epi32(words);
+          } else {
+            std::int64_t words;
+            std::memcpy(&words, x + j * B, sizeof words);
+            xj = _mm512_set1_epi64(words);
+          }
         } else {
           const __m128i words = _mm512_castsi512_si128(x_words_at<false>(x, j * B, n));
           xj = S == 1 ? _mm512_broadcastd_epi32(words) : _mm512_broadcastq_epi64(words);
