@@ -223,11 +223,11 @@ void run_units(const kernels::AttentionKernels<T>& k, const kernels::AttentionPr
                       static_cast<double>(prob.dim);
   const int parts = detail::parts_for(units, detail::work_ns(detail::Work::attention, work));
   const index_t slices = per_slice == 0 ? 0 : units / per_slice;
-  // Several pieces a part for a thread that falls behind to leave small ones; with many
-  // slices their parts are small enough.
-  const int cuts = slices >= detail::kPiecesPerPart ? parts : detail::pieces_for(parts);
+  // Several pieces a part (pieces_for's), for a thread that falls behind to leave small
+  // ones, but no more than a slice's units give.
+  const index_t per_part = parts == 1 ? 1 : std::clamp<index_t>(per_slice / parts, 1, detail::kPiecesPerPart);
+  const auto cuts = static_cast<int>(parts * per_part);
   // pieces[(t * slices + s) * per_part + i]: piece i of part t of slice s, as [from, to).
-  const index_t per_part = cuts / parts;
   std::vector<std::pair<index_t, index_t>> pieces(static_cast<std::size_t>(slices * cuts));
   std::vector<index_t> local(static_cast<std::size_t>(per_slice) + 1);  // slice s's prefix sum from 0
   for (index_t s = 0; s < slices; ++s) {
