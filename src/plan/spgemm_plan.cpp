@@ -209,16 +209,7 @@ index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, Sy
     bits[w] = word | bit;
   });
   if (n == 0) return 0;
-  if (nw <= 32) {  // insertion sort: a mesh row's few words
-    for (index_t a = 1; a < nw; ++a) {
-      const index_t w = words[a];
-      index_t b = a;
-      for (; b > 0 && words[b - 1] > w; --b) words[b] = words[b - 1];
-      words[b] = w;
-    }
-  } else {
-    std::sort(words, words + nw);
-  }
+  std::sort(words, words + nw);  // insertion sort on a mesh row's few words
   index_t* dst = m.out.append(n);
   for (index_t a = 0; a < nw; ++a) {
     const index_t w = words[a];
