@@ -23,6 +23,8 @@ namespace trnsparse {
 /// dot products (vdpbf16ps) for bf16 operands, where `avx512` widens bf16 to fp32; the
 /// two run the same kernels for fp32 and fp64.
 enum class Isa { scalar, avx2, avx512, avx512_bf16 };
+/// Every Isa value, in order.
+inline constexpr Isa all_isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16};
 
 struct CpuFeatures {
   bool avx2_fma = false;     ///< AVX2 and FMA3
@@ -34,6 +36,9 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features() noexcept;
 /// True when `isa`'s kernels can run here.
 bool isa_supported(Isa isa) noexcept;
+/// The best ISA this CPU supports: what kernels use unless `TRNSPARSE_ISA` or set_isa says
+/// otherwise.
+Isa best_isa() noexcept;
 /// The instruction set kernels use now: `TRNSPARSE_ISA` if set, else the best supported.
 /// @throw NotSupported (on first use) when `TRNSPARSE_ISA` names an unsupported or unknown ISA.
 Isa active_isa();

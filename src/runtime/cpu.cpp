@@ -26,16 +26,11 @@ CpuFeatures detect() noexcept {
   return f;
 }
 
-Isa best_isa() noexcept {
-  const CpuFeatures& f = cpu_features();
-  return f.avx512_bf16 ? Isa::avx512_bf16 : f.avx512 ? Isa::avx512 : f.avx2_fma ? Isa::avx2 : Isa::scalar;
-}
-
 Isa isa_from_env() {
   const char* env = std::getenv("TRNSPARSE_ISA");
   if (!env || !*env) return best_isa();
   const std::string_view name(env);
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16})
+  for (const Isa isa : all_isas)
     if (name == to_string(isa)) {
       if (!isa_supported(isa))
         throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": this CPU does not support ", name));
@@ -100,6 +95,11 @@ bool isa_supported(Isa isa) noexcept {
     case Isa::avx512_bf16: return cpu_features().avx512_bf16;
   }
   return false;
+}
+
+Isa best_isa() noexcept {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512_bf16 ? Isa::avx512_bf16 : f.avx512 ? Isa::avx512 : f.avx2_fma ? Isa::avx2 : Isa::scalar;
 }
 
 std::string_view to_string(Isa isa) noexcept {

@@ -46,8 +46,6 @@ private:
   int threads_;
 };
 
-inline constexpr Isa all_isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16};
-
 /// The ISAs whose kernels can run here (scalar always).
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
