@@ -189,8 +189,10 @@ struct AmgOptions {
   /// GAMG; λmax by Lanczos, at most 10 products, fewer when Gershgorin's bound is
   /// within 10 %).
   index_t smoother_degree = 2;
-  /// Prolongator smoothing P = (I - ω/λmax D⁻¹A) P_tentative.
-  double prolongator_omega = 4.0 / 3.0;
+  /// Prolongator smoothing P = (I - ω/λmax D⁻¹A) P_tentative. The classical 4/3 takes
+  /// one or two more CG iterations on the generated Poisson and elasticity problems
+  /// (docs/solvers.md, "AMG parameters").
+  double prolongator_omega = 1.6;
 };
 
 /// Smoothed-aggregation algebraic multigrid (Vaněk, Mandel, Brezina 1996): one V-cycle

@@ -14,14 +14,30 @@ struct Precond {
   py::object matrix;
 };
 
+/// AMG's tuning from Python: each unset field keeps AmgOptions' default.
+struct AmgTuning {
+  std::optional<double> strength_threshold;
+  std::optional<index_t> max_coarse, max_levels, smoother_degree;
+  std::optional<double> prolongator_omega;
+
+  template <class T>
+  void apply(AmgOptions<T>& o) const {
+    if (strength_threshold) o.strength_threshold = *strength_threshold;
+    if (max_coarse) o.max_coarse = *max_coarse;
+    if (max_levels) o.max_levels = *max_levels;
+    if (smoother_degree) o.smoother_degree = *smoother_degree;
+    if (prolongator_omega) o.prolongator_omega = *prolongator_omega;
+  }
+};
+
 namespace {
 
 /// The preconditioner `kind` names for A. `block_size` (bjacobi, amg; 0 for the
-/// matrix's own), `blocks` (ic0, ilu0: independent row blocks), `near_nullspace` (amg;
-/// rows x k, A's dtype).
+/// matrix's own), `blocks` (ic0, ilu0: independent row blocks), `near_nullspace` and
+/// `tuning` (amg; the near-nullspace rows x k, A's dtype).
 template <class M>
 decltype(Precond::p) make(const std::string& kind, const M& A, index_t block_size, index_t blocks,
-             const std::optional<DenseArg>& nullspace) {
+             const std::optional<DenseArg>& nullspace, const AmgTuning& tuning) {
   using T = matrix_value_t<M>;
   py::gil_scoped_release nogil;
   constexpr bool csr = std::is_same_v<M, CsrMatrix<T>>;
@@ -30,6 +46,7 @@ decltype(Precond::p) make(const std::string& kind, const M& A, index_t block_siz
   if (kind == "amg") {
     AmgOptions<T> options{.block_size = block_size};
     if (nullspace) options.near_nullspace = view_of<const T>(*nullspace);
+    tuning.apply(options);
     return std::make_shared<Amg<T>>(A, options);
   }
   if (kind == "bjacobi") {
@@ -46,11 +63,11 @@ decltype(Precond::p) make(const std::string& kind, const M& A, index_t block_siz
 
 template <class H>
 Precond make_for(const std::string& kind, const py::object& handle, index_t block_size, index_t blocks,
-                 const std::optional<DenseArg>& nullspace) {
+                 const std::optional<DenseArg>& nullspace, const AmgTuning& tuning) {
   return Precond{std::visit(
                      [&](const auto& A) -> decltype(Precond::p) {
                        using T = matrix_value_t<decltype(A)>;
-                       if constexpr (SolverValue<T>) return make(kind, A, block_size, blocks, nullspace);
+                       if constexpr (SolverValue<T>) return make(kind, A, block_size, blocks, nullspace, tuning);
                        else throw py::type_error(kind + ": dtype bfloat16 is not supported (float32 or float64)");
                      },
                      handle.cast<const H&>().m),
@@ -175,11 +192,20 @@ void bind_preconditioners(py::module_& m) {
             },
             P.p);
       });
-  m.def("make_preconditioner", [](const std::string& kind, const py::object& handle, index_t block_size,
-                                  index_t blocks, const std::optional<DenseArg>& nullspace) {
-    if (py::isinstance<Csr>(handle)) return make_for<Csr>(kind, handle, block_size, blocks, nullspace);
-    return make_for<Bsr>(kind, handle, block_size, blocks, nullspace);
-  });
+  m.def(
+      "make_preconditioner",
+      [](const std::string& kind, const py::object& handle, index_t block_size, index_t blocks,
+         const std::optional<DenseArg>& nullspace, std::optional<double> strength_threshold,
+         std::optional<index_t> max_coarse, std::optional<index_t> max_levels, std::optional<index_t> smoother_degree,
+         std::optional<double> prolongator_omega) {
+        const AmgTuning tuning{strength_threshold, max_coarse, max_levels, smoother_degree, prolongator_omega};
+        if (py::isinstance<Csr>(handle)) return make_for<Csr>(kind, handle, block_size, blocks, nullspace, tuning);
+        return make_for<Bsr>(kind, handle, block_size, blocks, nullspace, tuning);
+      },
+      py::arg("kind"), py::arg("handle"), py::arg("block_size"), py::arg("blocks"), py::arg("nullspace"),
+      py::arg("strength_threshold") = py::none(), py::arg("max_coarse") = py::none(),
+      py::arg("max_levels") = py::none(), py::arg("smoother_degree") = py::none(),
+      py::arg("prolongator_omega") = py::none());
   // The six rigid-body modes at nodes (nodes x 3, float64) in dtype: (3 nodes) x 6.
   m.def("rigid_body_modes", [](const DenseArg& coords, const std::string& dtype) {
     return with_dtype(dtype, [&]<class T>() -> py::object {

@@ -82,7 +82,8 @@ class Preconditioner:
         return f"Preconditioner({self.name}, shape={self.shape}, dtype={self.dtype})"
 
 
-def _build(kind: str, A, who: str, block_size: int = 0, near_nullspace=None, blocks: int = 1) -> Preconditioner:
+def _build(kind: str, A, who: str, block_size: int = 0, near_nullspace=None, blocks: int = 1,
+           **tuning) -> Preconditioner:
     A = _matrix(A, who)
     ns = None
     if near_nullspace is not None:
@@ -94,7 +95,7 @@ def _build(kind: str, A, who: str, block_size: int = 0, near_nullspace=None, blo
     if int(blocks) < 1:
         raise ValueError(f"{who}: blocks = {blocks} must be >= 1")
     handle = _core.make_preconditioner(kind, A._handle(), int(block_size), int(blocks),
-                                       None if ns is None else dense_arg(ns))
+                                       None if ns is None else dense_arg(ns), **tuning)
     return Preconditioner(handle, A, who)
 
 
@@ -121,16 +122,36 @@ def ilu0(A, blocks: int = 1) -> Preconditioner:
     return _build("ilu0", A, "ilu0", blocks=blocks)
 
 
-def amg(A, near_nullspace=None, block_size: int | None = None) -> Preconditioner:
+def amg(A, near_nullspace=None, block_size: int | None = None, *, strength_threshold: float | None = None,
+        max_coarse: int | None = None, max_levels: int | None = None, smoother_degree: int | None = None,
+        prolongator_omega: float | None = None) -> Preconditioner:
     """Smoothed-aggregation algebraic multigrid (one V-cycle with Chebyshev smoothing per
     application), a preconditioner for CG on symmetric positive definite A. Aggregation
     runs on nodes of `block_size` unknowns (default: a BSR matrix's block size, else 1).
     near_nullspace: (n, k) modes the coarse levels must represent (default: a constant per
     unknown of a node; for elasticity, `rigid_body_modes(coordinates)`). The setup is
-    threaded; `setup_seconds` reports it."""
+    threaded; `setup_seconds` reports it.
+
+    Tuning (None keeps the library's default, given in brackets; `AmgOptions` in
+    preconditioners.hpp says more): `strength_threshold` [0.0], θ in ||A_ij||² > θ²
+    ||A_ii|| ||A_jj||, which connections aggregates grow over; `max_coarse` [1000], the
+    rows at which coarsening stops (the last level is solved by dense Cholesky);
+    `max_levels` [12]; `smoother_degree` [2], Chebyshev steps before and after each
+    coarse correction; `prolongator_omega` [1.6], ω in P = (I - ω/λmax D⁻¹A) P_tentative.
+    ValueError for a value out of range, naming it."""
     if block_size is not None and int(block_size) < 1:
         raise ValueError(f"amg: block_size = {block_size} must be >= 1")
-    return _build("amg", A, "amg", 0 if block_size is None else int(block_size), near_nullspace)
+    tuning = {"strength_threshold": strength_threshold, "max_coarse": max_coarse, "max_levels": max_levels,
+              "smoother_degree": smoother_degree, "prolongator_omega": prolongator_omega}
+    for name in ("max_coarse", "max_levels", "smoother_degree"):
+        if tuning[name] is not None and (isinstance(tuning[name], bool) or not isinstance(tuning[name], int)):
+            raise TypeError(f"amg: {name} must be an int, got {type(tuning[name]).__name__}")
+    for name in ("strength_threshold", "prolongator_omega"):
+        if tuning[name] is not None:
+            if isinstance(tuning[name], bool) or not isinstance(tuning[name], (int, float)):
+                raise TypeError(f"amg: {name} must be a float, got {type(tuning[name]).__name__}")
+            tuning[name] = float(tuning[name])
+    return _build("amg", A, "amg", 0 if block_size is None else int(block_size), near_nullspace, **tuning)
 
 
 def rigid_body_modes(coords, dtype: torch.dtype = torch.float64) -> torch.Tensor:

@@ -203,6 +203,32 @@ def test_amg():
     assert torch.allclose(M(b), z / 4.0, rtol=1e-10, atol=0)
 
 
+def test_amg_tuning():
+    A = ts.poisson3d(12)
+    b = rhs(A.shape[0])
+    # Each option reaches the hierarchy: max_coarse and max_levels its depth and last
+    # level, smoother_degree and prolongator_omega the V-cycle (a different M⁻¹ b).
+    default = ts.amg(A)
+    assert len(ts.amg(A, max_levels=1).levels) == 1
+    assert ts.amg(A, max_coarse=10 ** 6).levels == default.levels[:1]
+    assert len(ts.amg(A, max_coarse=20).levels) > len(default.levels)
+    z = default(b)
+    assert torch.equal(ts.amg(A, prolongator_omega=1.6, smoother_degree=2)(b), z)  # the defaults
+    for tuned in (ts.amg(A, smoother_degree=3), ts.amg(A, prolongator_omega=4 / 3),
+                  ts.amg(A, strength_threshold=0.25)):
+        assert not torch.equal(tuned(b), z)
+        x = ts.solve(A, b, precond=tuned, tol=1e-10)
+        assert relres(A, x, b) <= 1e-10 * 1.01
+    for name, bad in (("smoother_degree", 0), ("max_coarse", 0), ("max_levels", 0), ("prolongator_omega", 0.0),
+                      ("prolongator_omega", float("nan")), ("strength_threshold", -1.0)):
+        with pytest.raises(ValueError, match=f"options.{name} ="):
+            ts.amg(A, **{name: bad})
+    with pytest.raises(TypeError, match="smoother_degree must be an int"):
+        ts.amg(A, smoother_degree=2.5)
+    with pytest.raises(TypeError, match="prolongator_omega must be a float"):
+        ts.amg(A, prolongator_omega="1.6")
+
+
 def test_amg_elasticity_with_rigid_body_modes():
     n = 8
     A = ts.elasticity3d(n)
