@@ -1,7 +1,7 @@
 // The kernel contract of conjugate gradients' vector passes (solvers/cg.cpp) and of
 // GMRES's basis sweeps (solvers/krylov.cpp): the problem as plain arrays and the tables
-// of passes a backend provides. The lane layout of
-// the reductions is shared with the symmetric products' pᵀq (kernels/products.hpp).
+// of passes a backend provides. The lane layout of the reductions is shared with the
+// symmetric products' pᵀq (kernels/products.hpp).
 #pragma once
 
 #include "trnsparse/types.hpp"
@@ -11,7 +11,6 @@ namespace trnsparse::kernels {
 /// Lanes of CG's reductions: row r0 + i of a chunk adds its terms to lane i % kCgLanes
 /// (CgKernels, and the pᵀq that SymmetricKernels::combine sums for a stored triangle).
 inline constexpr index_t kCgLanes = 8;
-
 
 /// Conjugate gradients' vector passes over n x k row-major blocks (solvers/cg.cpp; one
 /// right-hand side is k = 1). A pass covers rows [r0, r1) of one reduction chunk and adds

@@ -27,17 +27,24 @@ std::string concat(const Args&... args) {
 /// ceil(n / b) for n >= 0, b >= 1, without overflow.
 constexpr index_t ceil_div(index_t n, index_t b) noexcept { return n / b + (n % b != 0 ? 1 : 0); }
 
+/// Runs `allocate` (which asks for n elements) and returns what it returns; an
+/// OverflowError naming `what` when n does not fit in memory, instead of std::bad_alloc
+/// or std::length_error.
+template <class F>
+auto allocating(index_t n, const char* what, F&& allocate) {
+  try {
+    return allocate();
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
+}
+
 /// A vector of n value-initialised elements; OverflowError naming `what` when n does not
-/// fit in memory (instead of std::bad_alloc / std::length_error).
+/// fit in memory.
 template <class T>
 std::vector<T> make_vector(index_t n, const char* what) {
-  try {
-    return std::vector<T>(static_cast<std::size_t>(n));
-  } catch (const std::bad_alloc&) {
-    throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
-  } catch (const std::length_error&) {
-    throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
-  }
+  return allocating(n, what, [&] { return std::vector<T>(static_cast<std::size_t>(n)); });
 }
 
 /// Throws InvalidArgument unless `threshold >= 0` (NaN fails).

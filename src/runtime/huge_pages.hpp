@@ -41,14 +41,11 @@ void advise_huge_pages(std::vector<T>& v) noexcept {
 /// `what` when they do not fit in memory.
 template <class T>
 std::vector<T> huge_reserved(index_t n, const char* what) {
-  std::vector<T> v;
-  try {
-    v.reserve(static_cast<std::size_t>(n));
-  } catch (const std::bad_alloc&) {
-    throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
-  } catch (const std::length_error&) {
-    throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
-  }
+  std::vector<T> v = allocating(n, what, [&] {
+    std::vector<T> r;
+    r.reserve(static_cast<std::size_t>(n));
+    return r;
+  });
   advise_huge_pages(v);
   return v;
 }
@@ -66,12 +63,8 @@ std::vector<T> huge_vector(index_t n, const char* what) {
 /// naming `what` when they do not fit in memory.
 template <class T>
 std::unique_ptr<T[]> huge_untouched(index_t n, const char* what) {
-  std::unique_ptr<T[]> p;
-  try {
-    p = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(n));
-  } catch (const std::bad_alloc&) {
-    throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
-  }
+  std::unique_ptr<T[]> p =
+      allocating(n, what, [&] { return std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(n)); });
   advise_huge_pages(p.get(), static_cast<std::size_t>(n) * sizeof(T));
   return p;
 }
