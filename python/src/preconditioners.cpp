@@ -14,6 +14,8 @@ struct Precond {
   py::object matrix;
 };
 
+namespace {
+
 /// AMG's tuning from Python: each unset field keeps AmgOptions' default.
 struct AmgTuning {
   std::optional<double> strength_threshold;
@@ -29,8 +31,6 @@ struct AmgTuning {
     if (prolongator_omega) o.prolongator_omega = *prolongator_omega;
   }
 };
-
-namespace {
 
 /// The preconditioner `kind` names for A. `block_size` (bjacobi, amg; 0 for the
 /// matrix's own), `blocks` (ic0, ilu0: independent row blocks), `near_nullspace` and

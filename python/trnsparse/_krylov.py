@@ -11,6 +11,8 @@ applied many times, on the C++ core (float32 and float64, the GIL released).
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from . import _core
@@ -143,14 +145,16 @@ def amg(A, near_nullspace=None, block_size: int | None = None, *, strength_thres
         raise ValueError(f"amg: block_size = {block_size} must be >= 1")
     tuning = {"strength_threshold": strength_threshold, "max_coarse": max_coarse, "max_levels": max_levels,
               "smoother_degree": smoother_degree, "prolongator_omega": prolongator_omega}
-    for name in ("max_coarse", "max_levels", "smoother_degree"):
-        if tuning[name] is not None and (isinstance(tuning[name], bool) or not isinstance(tuning[name], int)):
-            raise TypeError(f"amg: {name} must be an int, got {type(tuning[name]).__name__}")
-    for name in ("strength_threshold", "prolongator_omega"):
-        if tuning[name] is not None:
-            if isinstance(tuning[name], bool) or not isinstance(tuning[name], (int, float)):
-                raise TypeError(f"amg: {name} must be a float, got {type(tuning[name]).__name__}")
-            tuning[name] = float(tuning[name])
+    for name, kind in (("max_coarse", numbers.Integral), ("max_levels", numbers.Integral),
+                       ("smoother_degree", numbers.Integral), ("strength_threshold", numbers.Real),
+                       ("prolongator_omega", numbers.Real)):
+        value = tuning[name]
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise TypeError(f"amg: {name} must be {'an int' if kind is numbers.Integral else 'a float'}, "
+                            f"got {type(value).__name__}")
+        tuning[name] = int(value) if kind is numbers.Integral else float(value)
     return _build("amg", A, "amg", 0 if block_size is None else int(block_size), near_nullspace, **tuning)
 
 

@@ -212,6 +212,7 @@ def test_amg_tuning():
     assert len(ts.amg(A, max_levels=1).levels) == 1
     assert ts.amg(A, max_coarse=10 ** 6).levels == default.levels[:1]
     assert len(ts.amg(A, max_coarse=20).levels) > len(default.levels)
+    assert ts.amg(A, max_coarse=np.int64(20)).levels == ts.amg(A, max_coarse=20).levels  # any integer type
     z = default(b)
     assert torch.equal(ts.amg(A, prolongator_omega=1.6, smoother_degree=2)(b), z)  # the defaults
     for tuned in (ts.amg(A, smoother_degree=3), ts.amg(A, prolongator_omega=4 / 3),
@@ -225,6 +226,8 @@ def test_amg_tuning():
             ts.amg(A, **{name: bad})
     with pytest.raises(TypeError, match="smoother_degree must be an int"):
         ts.amg(A, smoother_degree=2.5)
+    with pytest.raises(TypeError, match="max_levels must be an int"):
+        ts.amg(A, max_levels=True)
     with pytest.raises(TypeError, match="prolongator_omega must be a float"):
         ts.amg(A, prolongator_omega="1.6")
 
