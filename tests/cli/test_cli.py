@@ -275,6 +275,22 @@ class Solve(CliTestCase):
             self.assertStatus(result, 0)
             self.assertTrue(json_lines(result.stdout)[0]["converged"])
         self.assertLess(iterations["cg", "amg"], iterations["cg", "jacobi"])
+        # amg's tuning reaches the hierarchy: a higher Chebyshev degree takes fewer iterations.
+        tuned = {}
+        for degree in ("1", "3"):
+            result = run("solve", "--problem", "poisson3d:16", "--precond", "amg", "--amg-degree", degree,
+                         "--amg-omega", "1.5", "--amg-threshold", "0", "--amg-max-coarse", "200", "--json")
+            self.assertStatus(result, 0)
+            [line] = json_lines(result.stdout)
+            self.assertTrue(line["converged"])
+            tuned[degree] = line["iterations"]
+        self.assertLess(tuned["3"], tuned["1"])
+        for bad in (["--amg-degree", "0"], ["--amg-omega", "-1"], ["--amg-threshold", "2"],
+                    ["--amg-max-coarse", "0"]):
+            with self.subTest(bad=bad):
+                result = run("solve", "--problem", "poisson3d:4", "--precond", "amg", *bad)
+                self.assertStatus(result, 1)
+                self.assertIn(bad[0], result.stderr)
         result = run("solve", "--problem", "convdiff3d:12:2", "--method", "gmres", "--precond", "ilu0", "--blocks", "3",
                      "--json")
         self.assertStatus(result, 0)

@@ -1,7 +1,8 @@
 /// @file solve.cpp
 /// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
 /// [--method cg|gmres|bicgstab] [--precond none|jacobi|bjacobi|ic0|ilu0|amg] [--restart M]
-/// [--blocks K] [--block-size B] [--poisson N] [--problem SPEC] [--json]`: a Krylov solve (float64,
+/// [--blocks K] [--block-size B] [--amg-degree K] [--amg-omega W] [--amg-threshold T]
+/// [--amg-max-coarse N] [--poisson N] [--problem SPEC] [--json]`: a Krylov solve (float64,
 /// CSR) on a Matrix Market matrix or, without a file, on the embedded 3D Poisson problem
 /// poisson3d(N) or the problem --problem names (named_problem: elasticity3d:N,
 /// convdiff3d:N:PECLET, ...). The preconditioner's setup is timed apart from the solve.
@@ -42,6 +43,9 @@ struct SolveCliOptions {
   index_t blocks = 1;      ///< ic0, ilu0: independent row blocks
   index_t poisson = 64;
   std::string problem;  ///< NAME:N, overriding --poisson
+  // amg's tuning (AmgOptions); unset keeps the library's default.
+  std::optional<index_t> amg_degree, amg_max_coarse;
+  std::optional<double> amg_omega, amg_threshold;
   bool json = false;
 };
 
@@ -85,6 +89,10 @@ index_t elasticity_edge(const SolveCliOptions& o) {
 std::unique_ptr<Preconditioner<double>> make_preconditioner(const SolveCliOptions& o, const CsrMatrix<double>& A) {
   if (o.precond == "amg") {
     AmgOptions<double> options{.block_size = o.block_size};
+    if (o.amg_degree) options.smoother_degree = *o.amg_degree;
+    if (o.amg_max_coarse) options.max_coarse = *o.amg_max_coarse;
+    if (o.amg_omega) options.prolongator_omega = *o.amg_omega;
+    if (o.amg_threshold) options.strength_threshold = *o.amg_threshold;
     Dense<double> modes;
     if (const index_t n = elasticity_edge(o); n > 0) {
       modes = rigid_body_modes<double>(elasticity3d_coordinates(n));
@@ -209,6 +217,18 @@ Subcommand add_solve(CLI::App& app) {
                       "bjacobi's block size, and amg's unknowns per node (default: 3 for elasticity3d, else 1); "
                       "it must divide the rows")
       ->check(CLI::Range(index_t{1}, index_t{64}));
+  command->add_option("--amg-degree", o->amg_degree,
+                      "amg: Chebyshev steps before and after each coarse correction (default 2)")
+      ->check(CLI::Range(index_t{1}, index_t{64}));
+  command->add_option("--amg-omega", o->amg_omega,
+                      "amg: the prolongator's damping, P = (I - omega/lambda_max D^-1 A) P_tentative (default 1.6)")
+      ->check(CLI::Range(1e-6, 10.0));
+  command->add_option("--amg-threshold", o->amg_threshold,
+                      "amg: strength of connection theta, ||A_ij||^2 > theta^2 ||A_ii|| ||A_jj|| (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  command->add_option("--amg-max-coarse", o->amg_max_coarse,
+                      "amg: rows at which coarsening stops; the last level is solved by dense Cholesky (default 1000)")
+      ->check(CLI::Range(index_t{1}, index_t{1} << 20));
   command->add_option("--poisson", o->poisson, "Grid points per dimension of the embedded problem (N^3 rows)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
