@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -217,17 +218,27 @@ Subcommand add_solve(CLI::App& app) {
                       "bjacobi's block size, and amg's unknowns per node (default: 3 for elasticity3d, else 1); "
                       "it must divide the rows")
       ->check(CLI::Range(index_t{1}, index_t{64}));
+  const AmgOptions<double> amg_default;  // the help's defaults are the library's
+  const auto with_default = [](const char* what, auto value) {
+    std::ostringstream s;
+    s << what << " (default " << value << ")";
+    return s.str();
+  };
   command->add_option("--amg-degree", o->amg_degree,
-                      "amg: Chebyshev steps before and after each coarse correction (default 2)")
+                      with_default("amg: Chebyshev steps before and after each coarse correction",
+                                   amg_default.smoother_degree))
       ->check(CLI::Range(index_t{1}, index_t{64}));
   command->add_option("--amg-omega", o->amg_omega,
-                      "amg: the prolongator's damping, P = (I - omega/lambda_max D^-1 A) P_tentative (default 1.6)")
+                      with_default("amg: the prolongator's damping, P = (I - omega/lambda_max D^-1 A) P_tentative",
+                                   amg_default.prolongator_omega))
       ->check(CLI::Range(1e-6, 10.0));
   command->add_option("--amg-threshold", o->amg_threshold,
-                      "amg: strength of connection theta, ||A_ij||^2 > theta^2 ||A_ii|| ||A_jj|| (default 0)")
+                      with_default("amg: strength of connection theta, ||A_ij||^2 > theta^2 ||A_ii|| ||A_jj||",
+                                   amg_default.strength_threshold))
       ->check(CLI::Range(0.0, 1.0));
   command->add_option("--amg-max-coarse", o->amg_max_coarse,
-                      "amg: rows at which coarsening stops; the last level is solved by dense Cholesky (default 1000)")
+                      with_default("amg: rows at which coarsening stops; the last level is solved by dense Cholesky",
+                                   amg_default.max_coarse))
       ->check(CLI::Range(index_t{1}, index_t{1} << 20));
   command->add_option("--poisson", o->poisson, "Grid points per dimension of the embedded problem (N^3 rows)")
       ->check(CLI::Range(1, 1024))
