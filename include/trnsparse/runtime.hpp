@@ -45,6 +45,8 @@ Isa active_isa();
 /// Uses `isa` from now on. @throw NotSupported if the CPU lacks it.
 void set_isa(Isa isa);
 std::string_view to_string(Isa isa) noexcept;
+/// The Isa whose to_string is `name`. @throw InvalidArgument naming every ISA otherwise.
+Isa isa_named(std::string_view name);
 
 /// Threads kernels use: `TRNSPARSE_NUM_THREADS` if set, else `OMP_NUM_THREADS`'s first
 /// number, else the CPUs this process may run on (its affinity mask).

@@ -6,11 +6,7 @@
 namespace trnsparse::python {
 
 void bind_runtime(py::module_& m) {
-  m.def("set_isa", [](const std::string& name) {
-    for (const Isa isa : all_isas)
-      if (name == to_string(isa)) return set_isa(isa);
-    throw InvalidArgument("isa " + name + " is not one of scalar, avx2, avx512, avx512_bf16");
-  });
+  m.def("set_isa", [](const std::string& name) { set_isa(isa_named(name)); });
   m.def("active_isa", [] { return std::string(to_string(active_isa())); });
   m.def("best_isa", [] { return std::string(to_string(best_isa())); });
   m.def("set_num_threads", &set_num_threads);

@@ -30,13 +30,15 @@ Isa isa_from_env() {
   const char* env = std::getenv("TRNSPARSE_ISA");
   if (!env || !*env) return best_isa();
   const std::string_view name(env);
-  for (const Isa isa : all_isas)
-    if (name == to_string(isa)) {
-      if (!isa_supported(isa))
-        throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": this CPU does not support ", name));
-      return isa;
-    }
-  throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": expected scalar, avx2, avx512 or avx512_bf16"));
+  Isa isa{};
+  try {
+    isa = isa_named(name);
+  } catch (const InvalidArgument& e) {
+    throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": ", e.what()));
+  }
+  if (!isa_supported(isa))
+    throw NotSupported(detail::concat("TRNSPARSE_ISA=", name, ": this CPU does not support ", name));
+  return isa;
 }
 
 /// OMP_NUM_THREADS's first number, as OpenMP programs read it, else the CPUs this process
@@ -110,6 +112,15 @@ std::string_view to_string(Isa isa) noexcept {
     case Isa::avx512_bf16: return "avx512_bf16";
   }
   return "unknown";
+}
+
+Isa isa_named(std::string_view name) {
+  std::string names;
+  for (const Isa isa : all_isas) {
+    if (name == to_string(isa)) return isa;
+    names += detail::concat(names.empty() ? "" : ", ", to_string(isa));
+  }
+  throw InvalidArgument(detail::concat("isa ", name, " is not one of ", names));
 }
 
 Isa active_isa() { return static_cast<Isa>(chosen(g_isa, [] { return static_cast<int>(isa_from_env()); })); }

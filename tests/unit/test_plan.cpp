@@ -390,6 +390,10 @@ TEST(RuntimeIsa, NamesAndFeatures) {
   EXPECT_EQ(to_string(Isa::avx2), "avx2");
   EXPECT_EQ(to_string(Isa::avx512), "avx512");
   EXPECT_EQ(to_string(Isa::avx512_bf16), "avx512_bf16");
+  for (const Isa isa : all_isas) EXPECT_EQ(isa_named(to_string(isa)), isa);
+  EXPECT_THAT([] { (void)isa_named("AVX2"); },
+              ::testing::ThrowsMessage<InvalidArgument>(
+                  ::testing::HasSubstr("isa AVX2 is not one of scalar, avx2, avx512, avx512_bf16")));
   const CpuFeatures& f = cpu_features();
   EXPECT_TRUE(isa_supported(Isa::scalar));
   EXPECT_EQ(isa_supported(Isa::avx2), f.avx2_fma);
