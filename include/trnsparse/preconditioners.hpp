@@ -193,6 +193,14 @@ struct AmgOptions {
   /// one or two more CG iterations on the generated Poisson and elasticity problems
   /// (docs/solvers.md, "AMG parameters").
   double prolongator_omega = 1.6;
+  /// For double: the V-cycle's products with its point (CSR, block size 1) operators
+  /// read fp32 copies of their values and accumulate in double, as AmgX's "dDFI" mode;
+  /// those products move about a quarter fewer bytes. The cycle applies the rounded
+  /// operator everywhere on a level, so M⁻¹ stays symmetric; CG's own products, P, R,
+  /// the setup and the last level's factor stay double. A level whose values leave
+  /// fp32's normal range keeps double. Costs 4 bytes per stored value; ignored for float
+  /// (docs/solvers.md, "AMG parameters").
+  bool mixed_precision = true;
 };
 
 /// Smoothed-aggregation algebraic multigrid (Vaněk, Mandel, Brezina 1996): one V-cycle

@@ -37,10 +37,10 @@ const Table& per_isa() {
 }
 
 /// A CSR table whose missing SDDMM (bf16) is the reference's.
-template <class TA, class TY, kernels::CsrKernels<TA, TY> (*Isa)()>
-kernels::CsrKernels<TA, TY> csr_table() {
-  kernels::CsrKernels<TA, TY> t = Isa();
-  if constexpr (std::is_same_v<TA, TY>)
+template <class TA, class TY, class TV, kernels::CsrKernels<TA, TY, TV> (*Isa)()>
+kernels::CsrKernels<TA, TY, TV> csr_table() {
+  kernels::CsrKernels<TA, TY, TV> t = Isa();
+  if constexpr (std::is_same_v<TA, TY> && std::is_same_v<TA, TV>)
     if (!t.sddmm) t.sddmm = &reference::csr_sddmm_rows<TA>;
   return t;
 }
@@ -92,11 +92,11 @@ const kernels::SddmmKernels<T>& sddmm_kernels() {
                  &cpu::avx512::sddmm_kernels<T>, &avx512bf16_sddmm<T>>();
 }
 
-template <class TA, class TY>
-const kernels::CsrKernels<TA, TY>& csr_kernels() {
-  return per_isa<kernels::CsrKernels<TA, TY>, &csr_table<TA, TY, &cpu::scalar::csr_kernels<TA, TY>>,
-                 &csr_table<TA, TY, &cpu::avx2::csr_kernels<TA, TY>>,
-                 &csr_table<TA, TY, &cpu::avx512::csr_kernels<TA, TY>>>();
+template <class TA, class TY, class TV>
+const kernels::CsrKernels<TA, TY, TV>& csr_kernels() {
+  return per_isa<kernels::CsrKernels<TA, TY, TV>, &csr_table<TA, TY, TV, &cpu::scalar::csr_kernels<TA, TY, TV>>,
+                 &csr_table<TA, TY, TV, &cpu::avx2::csr_kernels<TA, TY, TV>>,
+                 &csr_table<TA, TY, TV, &cpu::avx512::csr_kernels<TA, TY, TV>>>();
 }
 
 template <class T>
@@ -144,12 +144,13 @@ const kernels::SpgemmKernels<TA, TC>& spgemm_kernels() {
   template const kernels::BsrKernels<TA, TY>& bsr_kernels<TA, TY>();                          \
   template const kernels::SymmetricKernels<TA, TY>& symmetric_kernels<TA, TY>();              \
   template WholeSymmetric<TA, TY> symmetric_whole<TA, TY>();                                  \
-  template const kernels::CsrKernels<TA, TY>& csr_kernels<TA, TY>();
+  template const kernels::CsrKernels<TA, TY>& csr_kernels<TA, TY, TA>();
 TRNSPARSE_INSTANTIATE(float, float)
 TRNSPARSE_INSTANTIATE(double, double)
 TRNSPARSE_INSTANTIATE(bf16, float)
 TRNSPARSE_INSTANTIATE(bf16, bf16)
 #undef TRNSPARSE_INSTANTIATE
+template const kernels::CsrKernels<double, double, float>& csr_kernels<double, double, float>();
 template const kernels::SddmmKernels<float>& sddmm_kernels<float>();
 template const kernels::SddmmKernels<double>& sddmm_kernels<double>();
 template const kernels::SddmmKernels<bf16>& sddmm_kernels<bf16>();

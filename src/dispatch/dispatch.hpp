@@ -23,9 +23,10 @@ template <class TA, class TY>
 WholeSymmetric<TA, TY> symmetric_whole();
 template <class T>
 const kernels::SddmmKernels<T>& sddmm_kernels();
-/// For TA = TY, CsrKernels::sddmm is set for every value type (bf16: the reference's).
-template <class TA, class TY>
-const kernels::CsrKernels<TA, TY>& csr_kernels();
+/// For TA = TY = TV, CsrKernels::sddmm is set for every value type (bf16: the
+/// reference's); (double, double, float) is the mixed product, without SDDMM.
+template <class TA, class TY, class TV = TA>
+const kernels::CsrKernels<TA, TY, TV>& csr_kernels();
 /// The bias gradient's column sums: the reference's on every ISA (a streaming pass
 /// that the compiler vectorises across columns).
 template <class T>

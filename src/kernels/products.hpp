@@ -137,17 +137,20 @@ struct SddmmKernels {
 
 /// CSR product C = alpha * A * B + beta * C, rows [r0, r1) per call; each element summed
 /// over the row's entries in storage order (the reference order) in acc_t<TA>: values
-/// and B are TA (bf16 widened as they are read), C is TY. No packing. `idx32`, when not
-/// null, holds the same column indices in 32 bits, and the products read it instead of
-/// `idx` (a quarter less traffic for double values); SDDMM reads `idx`.
-template <class TA, class TY>
+/// are TV and B is TA (bf16 widened as they are read), C is TY. No packing. `idx32`, when
+/// not null, holds the same column indices in 32 bits, and the products read it instead
+/// of `idx` (a quarter less traffic for double values); SDDMM reads `idx`. TV is TA, or
+/// float under double operands (the mixed product: fp32 values widened as they are read,
+/// a third less traffic again, for an operator whose values fp32 holds well enough, as
+/// AMG's V-cycle).
+template <class TA, class TY, class TV = TA>
 struct CsrProduct {
   index_t width;    // columns of B and C
   index_t in_rows;  // rows of B (A's columns): the kernels read whole vectors within them
   const index_t* ptr;
   const index_t* idx;
   const std::int32_t* idx32;
-  const TA* values;
+  const TV* values;
   acc_t<TA> alpha;
   acc_t<TA> beta;
   const TA* B;
@@ -156,12 +159,12 @@ struct CsrProduct {
   index_t ldc;
 };
 
-template <class TA, class TY>
+template <class TA, class TY, class TV = TA>
 struct CsrKernels {
-  void (*spmm)(const CsrProduct<TA, TY>&, index_t r0, index_t r1);
+  void (*spmm)(const CsrProduct<TA, TY, TV>&, index_t r0, index_t r1);
   /// vals[p] = alpha * dot(X[row(p)], Y[col(p)]) + beta * vals[p] for entries of rows
-  /// [r0, r1). Float and double only (TA = TY); null in the bf16 tables.
-  void (*sddmm)(const CsrProduct<TA, TY>& shape, const TA* X, index_t ldx, const TA* Y, index_t ldy, TA* vals,
+  /// [r0, r1). Float and double only (TA = TY = TV); null in the bf16 and mixed tables.
+  void (*sddmm)(const CsrProduct<TA, TY, TV>& shape, const TA* X, index_t ldx, const TA* Y, index_t ldy, TA* vals,
                 index_t r0, index_t r1);
 };
 

@@ -1,4 +1,5 @@
-// Internal: products fused with the reduction a solver needs next.
+// Internal: the products solvers need beyond the public ones: fused with the reduction
+// a solver needs next, or on values of another precision.
 #pragma once
 
 #include <span>
@@ -13,5 +14,12 @@ namespace trnsparse::detail {
 /// in order): the same bits for any thread count. CG's q = A p with pᵀq.
 template <Value T>
 double spmv_symmetric_dot(const CsrMatrix<T>& A, Triangle uplo, std::span<const T> x, std::span<T> y);
+
+/// y = alpha * A' x + beta * y with A's pattern and fp32 `values` (A.nnz() of them, in
+/// A's order) in place of A's own: the mixed product (kernels::CsrProduct), double
+/// accumulation. The same bits for any thread count. @throw as spmv, and
+/// DimensionMismatch unless values has A.nnz() elements.
+void spmv_fp32_values(double alpha, const CsrMatrix<double>& A, std::span<const float> values,
+                      std::span<const double> x, double beta, std::span<double> y);
 
 }  // namespace trnsparse::detail

@@ -22,15 +22,15 @@ using detail::check_spmm;
 using detail::check_spmv;
 
 /// C = alpha * A * B + beta * C for the CSR arrays of an m-row A and a B of n rows
-/// (idx32: the column indices in 32 bits, or null): the ISA's kernels on row ranges
-/// balanced by non-zeros.
-template <Value TA, class TY>
+/// (idx32: the column indices in 32 bits, or null; values: TA, or fp32 under double
+/// operands): the ISA's kernels on row ranges balanced by non-zeros.
+template <Value TA, class TY, class TV>
 void csr_product(acc_t<TA> alpha, index_t m, index_t n, std::span<const index_t> ptr, const index_t* idx,
-                 const std::int32_t* idx32, std::span<const TA> values, const TA* B, index_t ldb, index_t k,
+                 const std::int32_t* idx32, std::span<const TV> values, const TA* B, index_t ldb, index_t k,
                  acc_t<TA> beta, TY* C, index_t ldc) {
   detail::check_no_alias(values.data(), values.size_bytes(), C, detail::span_bytes(DenseView<TY>(C, m, k, ldc)),
                          "spmm", "A", "C");
-  const kernels::CsrProduct<TA, TY> prod{.width = k,
+  const kernels::CsrProduct<TA, TY, TV> prod{.width = k,
                                          .in_rows = n,
                                          .ptr = ptr.data(),
                                          .idx = idx,
@@ -42,7 +42,7 @@ void csr_product(acc_t<TA> alpha, index_t m, index_t n, std::span<const index_t>
                                          .ldb = ldb,
                                          .C = C,
                                          .ldc = ldc};
-  const auto& kernel = dispatch::csr_kernels<TA, TY>();
+  const auto& kernel = dispatch::csr_kernels<TA, TY, TV>();
   const int parts =
       detail::parts_for(m, detail::work_ns(detail::Work::csr, static_cast<double>(values.size()) * static_cast<double>(k), k));
   const auto pieces = detail::balanced_split(ptr, detail::pieces_for(parts));
@@ -152,6 +152,14 @@ template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv_symmetric(acc_t<TA> alpha, const BsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x,
                     acc_t<TA> beta, std::span<TY> y) {
   plan(A)->spmv_symmetric(alpha, A, uplo, x, beta, y);
+}
+
+void detail::spmv_fp32_values(double alpha, const CsrMatrix<double>& A, std::span<const float> values,
+                              std::span<const double> x, double beta, std::span<double> y) {
+  check_spmv("spmv_fp32_values", A.rows(), A.cols(), x, y);
+  detail::check_dim(static_cast<index_t>(values.size()), A.nnz(), "spmv_fp32_values", "values", "elements", "A.nnz()");
+  csr_product(alpha, A.rows(), A.cols(), A.row_ptr(), A.col_indices().data(),
+              detail::analyses(A).compact(A.cols(), A.col_indices()), values, x.data(), 1, 1, beta, y.data(), 1);
 }
 
 template <Value T>

@@ -164,7 +164,7 @@ struct Amg<T>::Impl {
     const std::span<T> rs(r, static_cast<std::size_t>(n));
     const std::span<const T> ds(d, static_cast<std::size_t>(n));
     for (std::size_t s = 1; s < steps; ++s) {
-      L.A.spmv(T(-1), ds, T(1), rs);
+      L.cycle_spmv(T(-1), ds, T(1), rs);
       const auto a = static_cast<T>(L.cheb_a[s]), c = static_cast<T>(L.cheb_c[s]);
       pass(n, 5 * vals, ranges, [&](index_t i0, index_t i1) {
         for (index_t i = i0; i < i1; ++i) {
@@ -173,7 +173,7 @@ struct Amg<T>::Impl {
         }
       });
     }
-    if (residual) L.A.spmv(T(-1), ds, T(1), rs);
+    if (residual) L.cycle_spmv(T(-1), ds, T(1), rs);
   }
 
   void cycle(std::size_t l, const T* b, T* x, amg::Work<T>& w) const {
@@ -188,7 +188,7 @@ struct Amg<T>::Impl {
     cycle(l + 1, w.b[l + 1].data(), w.x[l + 1].data(), w);
     const std::span<T> xs(x, static_cast<std::size_t>(n)), rs(r, static_cast<std::size_t>(n));
     L.P.spmv(T(1), w.x[l + 1], T(1), xs);
-    L.A.spmv(T(-1), xs, T(0), rs);
+    L.cycle_spmv(T(-1), xs, T(0), rs);
     const T* dinv = L.dinv.data();
     const double vals = static_cast<double>(n);
     const auto c0 = static_cast<T>(L.cheb_c[0]);
@@ -201,7 +201,7 @@ struct Amg<T>::Impl {
     });
     const std::span<const T> ds(d, static_cast<std::size_t>(n));
     for (std::size_t s = 1; s < K; ++s) {
-      L.A.spmv(T(-1), ds, T(1), rs);
+      L.cycle_spmv(T(-1), ds, T(1), rs);
       const auto a = static_cast<T>(L.cheb_a[s]), c = static_cast<T>(L.cheb_c[s]);
       pass(n, 5 * vals, w.ranges, [&](index_t i0, index_t i1) {
         for (index_t i = i0; i < i1; ++i) {

@@ -77,9 +77,16 @@ struct Level {
   std::vector<T> dinv;     // 1 / a_ii (0 for an unknown a degenerate aggregate left empty)
   double lmax = 0.0;       // estimate of λmax(D⁻¹A)
   std::vector<double> cheb_a, cheb_c;  // Chebyshev coefficients of the smoother
+  // A's values in fp32 for the cycle's products with A (AmgOptions::mixed_precision, a
+  // CSR level of a double hierarchy), else null.
+  std::unique_ptr<float[]> values32;
   // To the next level (empty on the last one).
   std::vector<std::int32_t> aggregate;  // node -> aggregate
   Mat<T> P_tent, P, R;                  // R = Pᵀ, stored for a row-wise restriction
+
+  /// y = alpha A x + beta y as the V-cycle applies A: on values32 when set. The cycle
+  /// uses this one operator everywhere on the level, which keeps M⁻¹ symmetric.
+  void cycle_spmv(T alpha, std::span<const T> x, T beta, std::span<T> y) const;
 };
 
 /// The last level's dense Cholesky factor L (row-major lower triangle, fp64); an unknown

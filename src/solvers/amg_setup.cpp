@@ -8,12 +8,14 @@
 // sequential sweep, so its result is the same for any thread count too. Large arrays
 // are on huge pages: a fresh 4 KiB page costs about 10 µs on the machines we run on.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
 #include <vector>
 
+#include "ops/fused.hpp"
 #include "ops/run.hpp"
 #include "runtime/checks.hpp"
 #include "runtime/huge_pages.hpp"
@@ -1248,10 +1250,44 @@ void factor(const Mat<T>& A, Coarse& co, index_t level) {
 
 }  // namespace
 
+/// A's values rounded to fp32 for the cycle (AmgOptions::mixed_precision) on a CSR level
+/// of a double hierarchy, or null: for float, BSR levels, without the option, and when a
+/// non-zero value leaves fp32's normal range (it would round to infinity or lose bits).
+template <SolverValue T>
+std::unique_ptr<float[]> values32(const Mat<T>& A, const AmgOptions<T>& options) {
+  if constexpr (std::is_same_v<T, double>) {
+    if (!options.mixed_precision || A.g() != 1) return nullptr;
+    const index_t nnz = A.nnz();
+    std::unique_ptr<float[]> v = detail::huge_untouched<float>(nnz, "amg: fp32 values");
+    const double* a = A.vals().data();
+    std::atomic<bool> in_range = true;
+    for_chunks(nnz, 16 * kChunkRows, detail::work_ns(detail::Work::stream, 1.5 * static_cast<double>(nnz)),
+               [&](index_t p0, index_t p1) {
+                 bool ok = true;
+                 for (index_t p = p0; p < p1; ++p) {
+                   const double m = std::abs(a[p]);
+                   ok &= m == 0.0 || (m >= std::numeric_limits<float>::min() && m <= std::numeric_limits<float>::max());
+                   v[p] = static_cast<float>(a[p]);
+                 }
+                 if (!ok) in_range = false;
+               });
+    if (in_range) return v;
+  }
+  return nullptr;
+}
+
 template <SolverValue T>
 void Mat<T>::spmv(T alpha, std::span<const T> x, T beta, std::span<T> y) const {
   if (bsr) trnsparse::spmv(alpha, *bsr, x, beta, y);
   else trnsparse::spmv(alpha, *csr, x, beta, y);
+}
+
+template <SolverValue T>
+void Level<T>::cycle_spmv(T alpha, std::span<const T> x, T beta, std::span<T> y) const {
+  if constexpr (std::is_same_v<T, double>)
+    if (values32)
+      return detail::spmv_fp32_values(alpha, *A.csr, {values32.get(), static_cast<std::size_t>(A.nnz())}, x, beta, y);
+  A.spmv(alpha, x, beta, y);
 }
 
 template <SolverValue T>
@@ -1328,10 +1364,12 @@ void build(std::vector<Level<T>>& levels, Coarse& coarse, std::vector<double> B,
         B = std::move(Bc);
       }
     }
+    const bool factored = last && n <= options.max_coarse;  // the last level's factor replaces A
+    L.values32 = factored ? nullptr : values32(L.A, options);
     if (last) {
       levels.resize(static_cast<std::size_t>(l) + 1);
       coarse = Coarse{};
-      if (n <= options.max_coarse) {
+      if (factored) {
         factor(L.A, coarse, l);
       } else {  // no factor: the last level is smoothed with twice the degree
         const ChebyshevCoefficients last_co =
@@ -1355,6 +1393,7 @@ void build(std::vector<Level<T>>& levels, Coarse& coarse, std::vector<double> B,
 
 #define TRNSPARSE_INSTANTIATE(T)                                                                                \
   template struct Mat<T>;                                                                                      \
+  template struct Level<T>;                                                                                    \
   template Mat<T> fine_operator(const CsrMatrix<T>&, index_t, const char*);                                    \
   template Mat<T> fine_operator(const BsrMatrix<T>&, index_t, const char*);                                    \
   template void build(std::vector<Level<T>>&, Coarse&, std::vector<double>, index_t, const AmgOptions<T>&, bool);

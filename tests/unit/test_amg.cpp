@@ -312,6 +312,36 @@ TEST(Amg, ThreadCountIndependent) {
       [&] { return precondition(Amg<double>(E, {.block_size = 3, .near_nullspace = B.view(), .max_coarse = 50}), re); });
 }
 
+// mixed_precision (on by default for double): the cycle applies fp32 copies of its CSR
+// levels' values (symmetry and thread independence are checked above, with it on). It
+// moves z by about fp32's rounding of A and takes the double cycle's CG iterations;
+// update() rounds the new values; a matrix whose values leave fp32's normal range keeps
+// double on every level (the double cycle's bits).
+TEST(Amg, MixedPrecisionCycle) {
+  const auto A = poisson3d<double>(20);
+  const AmgOptions<double> o{.max_coarse = 50};
+  AmgOptions<double> o64 = o;
+  o64.mixed_precision = false;
+  Amg<double> mixed(A, o);
+  const Amg<double> full(A, o64);
+  const auto r = random_vector<double>(A.rows(), 5);
+  const auto zm = precondition(mixed, r), zf = precondition(full, r);
+  std::vector<double> diff(zm.size());
+  for (std::size_t i = 0; i < zm.size(); ++i) diff[i] = zm[i] - zf[i];
+  EXPECT_GT(norm(diff), 0.0) << "mixed_precision does not reach the cycle";
+  EXPECT_LT(norm(diff), 1e-5 * norm(zf));
+  EXPECT_EQ(pcg_iterations(A, mixed), pcg_iterations(A, full));
+  auto A3 = A;
+  for (auto& v : A3.values()) v *= 3.0;
+  mixed.update(A3);
+  EXPECT_EQ(precondition(mixed, r), precondition(Amg<double>(A3, o), r));
+  for (const double scale : {1e-200, 1e200}) {
+    auto S = A;
+    for (auto& v : S.values()) v *= scale;
+    EXPECT_EQ(precondition(Amg<double>(S, o), r), precondition(Amg<double>(S, o64), r)) << scale;
+  }
+}
+
 TEST(Amg, SingleLevelIsTheExactInverse) {
   const auto A = poisson3d<double>(6);
   const Amg<double> M(A);

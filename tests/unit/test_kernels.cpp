@@ -484,6 +484,65 @@ CsrMatrix<T> ragged_csr(Rng& rng, index_t rows, index_t cols) {
 
 const index_t csr_bf16_widths[] = {1, 2, 3, 7, 8, 16, 17, 64};
 
+class KernelCsrMixed : public Seeded<> {};
+
+// The mixed product (fp32 values, double B, C and sums: AMG's V-cycle) on the random and
+// ragged shapes, every width with a strided B and C, with 64- and 32-bit column indices,
+// against the reference kernel on every ISA. Each value widens to double exactly, so both
+// sum the same products in double in the same order, up to FMA contraction: the bound of
+// near_kernel for double.
+TEST_F(KernelCsrMixed, SameSumsAsTheReferenceKernel) {
+  const RuntimeGuard guard;
+  set_num_threads(1);
+  std::vector<std::pair<std::string, CsrMatrix<float>>> matrices;
+  for (const MatrixSpec& spec : adversarial_specs())
+    matrices.emplace_back(spec.name, csr_from_dense<float>(random_dense<float>(rng, spec)));
+  for (const auto& [rows, cols] : {std::pair<index_t, index_t>{200, 150}, {37, 9}, {50, 1}, {5, 1000}})
+    matrices.emplace_back("ragged_" + std::to_string(rows) + "x" + std::to_string(cols),
+                          ragged_csr<float>(rng, rows, cols));
+  std::size_t n = 0;
+  for (const auto& matrix : matrices) {
+    const CsrMatrix<float>& A = matrix.second;
+    SCOPED_TRACE(matrix.first);
+    const Dense<double> wide = widen<float>(dense_of(A));
+    const std::vector<std::int32_t> narrow = detail::compact_indices(A.cols(), A.col_indices());
+    for (const index_t width : csr_widths) {
+      const Scaling s = scalings[n++ % std::size(scalings)];
+      SCOPED_TRACE(::testing::Message() << "width " << width << ", alpha " << s.alpha << ", beta " << s.beta);
+      const double fill = s.beta == 0.0 ? quiet_nan<double>() : sentinel_value<double>();
+      const Dense<double> b = random_dense<double>(rng, A.cols(), width);
+      const Dense<double> c = initial_output<double>(rng, A.rows(), width, s.beta);
+      const Reference expected = reference_gemm(s.alpha, wide, b, s.beta, c);
+      Dense<double> want = c;
+      ref::csr_spmm(A.rows(), width, A.row_ptr().data(), A.col_indices().data(), A.values().data(), s.alpha,
+                    b.values().data(), b.ld(), s.beta, want.values().data(), want.ld());
+      EXPECT_TRUE(near_reference<double>(want.view(), expected)) << "reference kernel";
+      for_each_isa([&](Isa) {
+        for (const bool compact : {false, true}) {
+          SCOPED_TRACE(compact ? "32-bit indices" : "64-bit indices");
+          const StridedDense<double> B(b, width + 3, quiet_nan<double>());
+          StridedDense<double> C(c, width + 2, fill);
+          const kernels::CsrProduct<double, double, float> prod{.width = width,
+                                                                .in_rows = A.cols(),
+                                                                .ptr = A.row_ptr().data(),
+                                                                .idx = A.col_indices().data(),
+                                                                .idx32 = compact ? narrow.data() : nullptr,
+                                                                .values = A.values().data(),
+                                                                .alpha = s.alpha,
+                                                                .beta = s.beta,
+                                                                .B = B.view().data,
+                                                                .ldb = B.view().ld,
+                                                                .C = C.view().data,
+                                                                .ldc = C.view().ld};
+          dispatch::csr_kernels<double, double, float>().spmm(prod, 0, A.rows());
+          EXPECT_TRUE((near_kernel<double, double>(C.view(), want.view(), expected)));
+          EXPECT_TRUE(C.padding_holds(fill)) << "C was written beyond its columns";
+        }
+      });
+    }
+  }
+}
+
 template <class TY>
 class KernelCsrBf16 : public Seeded<> {};
 using Bf16Outputs = ::testing::Types<float, bf16>;

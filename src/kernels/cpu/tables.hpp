@@ -2,7 +2,8 @@
 // translation unit with its own flags (scalar/, avx2/, avx512/, avx512bf16/), implementing
 // the contract of kernels/products.hpp, kernels/cg.hpp, kernels/attention.hpp and
 // kernels/spgemm.hpp. Only dispatch/ names them.
-//   products, for (TA, TY) in {(float, float), (double, double), (bf16, float), (bf16, bf16)};
+//   products, for (TA, TY) in {(float, float), (double, double), (bf16, float), (bf16, bf16)}, and
+//   the CSR product with fp32 values under double operands;
 //   BSR SDDMM for T in {float, double, bf16}; CSR SDDMM (CsrKernels::sddmm), CG passes and
 //   GMRES's basis sweeps for T in {float, double}; attention for T in {float, bf16}; SpGEMM for (TA, TC) in
 //   {(float, float), (double, double), (bf16, float)}.
@@ -16,15 +17,15 @@
 namespace trnsparse::kernels::cpu {
 
 #define TRNSPARSE_ISA_TABLES(ns)                                              \
-  namespace ns {                                                              \
-  template <class TA, class TY> BsrKernels<TA, TY> bsr_kernels();             \
-  template <class TA, class TY> SymmetricKernels<TA, TY> symmetric_kernels(); \
-  template <class T> SddmmKernels<T> sddmm_kernels();                         \
-  template <class TA, class TY> CsrKernels<TA, TY> csr_kernels();             \
-  template <class T> CgKernels<T> cg_kernels();                               \
-  template <class T> BasisKernels<T> basis_kernels();                         \
-  template <class T> AttentionKernels<T> attention_kernels();                 \
-  template <class TA, class TC> SpgemmKernels<TA, TC> spgemm_kernels();       \
+  namespace ns {                                                                      \
+  template <class TA, class TY> BsrKernels<TA, TY> bsr_kernels();                     \
+  template <class TA, class TY> SymmetricKernels<TA, TY> symmetric_kernels();         \
+  template <class T> SddmmKernels<T> sddmm_kernels();                                 \
+  template <class TA, class TY, class TV = TA> CsrKernels<TA, TY, TV> csr_kernels();  \
+  template <class T> CgKernels<T> cg_kernels();                                       \
+  template <class T> BasisKernels<T> basis_kernels();                                 \
+  template <class T> AttentionKernels<T> attention_kernels();                         \
+  template <class TA, class TC> SpgemmKernels<TA, TC> spgemm_kernels();               \
   }
 TRNSPARSE_ISA_TABLES(scalar)
 TRNSPARSE_ISA_TABLES(avx2)

@@ -17,14 +17,14 @@ void store(TY& out, Acc alpha, Acc acc, Acc beta) noexcept {
 
 }  // namespace
 
-template <Value TA, class TY>
-void csr_spmm(index_t m, index_t k, const index_t* row_ptr, const index_t* col_idx, const TA* values, acc_t<TA> alpha,
+template <Value TA, class TY, class TV>
+void csr_spmm(index_t m, index_t k, const index_t* row_ptr, const index_t* col_idx, const TV* values, acc_t<TA> alpha,
               const TA* B, index_t ldb, acc_t<TA> beta, TY* C, index_t ldc) noexcept {
   for (index_t i = 0; i < m; ++i) {
     for (index_t c = 0; c < k; ++c) {
       acc_t<TA> acc = 0;
       for (index_t p = row_ptr[i]; p < row_ptr[i + 1]; ++p)
-        acc += detail::widen(values[p]) * detail::widen(B[col_idx[p] * ldb + c]);
+        acc += static_cast<acc_t<TA>>(detail::widen(values[p])) * detail::widen(B[col_idx[p] * ldb + c]);
       store(C[i * ldc + c], alpha, acc, beta);
     }
   }
@@ -225,6 +225,8 @@ TRNSPARSE_INSTANTIATE(double, double)
 TRNSPARSE_INSTANTIATE(bf16, float)
 TRNSPARSE_INSTANTIATE(bf16, bf16)
 #undef TRNSPARSE_INSTANTIATE
+template void csr_spmm<double, double, float>(index_t, index_t, const index_t*, const index_t*, const float*, double,
+                                              const double*, index_t, double, double*, index_t) noexcept;
 
 #define TRNSPARSE_INSTANTIATE(T)                                                                                    \
   template void bsr_sddmm<T>(const BsrArrays&, T*, index_t, acc_t<T>, const T*, index_t, const T*, index_t,        \

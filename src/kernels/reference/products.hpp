@@ -11,9 +11,10 @@
 
 namespace trnsparse::kernels::reference {
 
-/// C(m x k) = alpha * A * B + beta * C for CSR A (m rows) and B with A.cols rows.
-template <Value TA, class TY>
-void csr_spmm(index_t m, index_t k, const index_t* row_ptr, const index_t* col_idx, const TA* values, acc_t<TA> alpha,
+/// C(m x k) = alpha * A * B + beta * C for CSR A (m rows) and B with A.cols rows. The
+/// values are TV: TA, or float under double operands (the mixed product).
+template <Value TA, class TY, class TV = TA>
+void csr_spmm(index_t m, index_t k, const index_t* row_ptr, const index_t* col_idx, const TV* values, acc_t<TA> alpha,
               const TA* B, index_t ldb, acc_t<TA> beta, TY* C, index_t ldc) noexcept;
 
 /// Block structure of a BSR operand, as plain arrays.
