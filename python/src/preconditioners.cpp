@@ -21,6 +21,7 @@ struct AmgTuning {
   std::optional<double> strength_threshold;
   std::optional<index_t> max_coarse, max_levels, smoother_degree;
   std::optional<double> prolongator_omega;
+  std::optional<bool> mixed_precision;
 
   template <class T>
   void apply(AmgOptions<T>& o) const {
@@ -29,6 +30,7 @@ struct AmgTuning {
     if (max_levels) o.max_levels = *max_levels;
     if (smoother_degree) o.smoother_degree = *smoother_degree;
     if (prolongator_omega) o.prolongator_omega = *prolongator_omega;
+    if (mixed_precision) o.mixed_precision = *mixed_precision;
   }
 };
 
@@ -197,15 +199,16 @@ void bind_preconditioners(py::module_& m) {
       [](const std::string& kind, const py::object& handle, index_t block_size, index_t blocks,
          const std::optional<DenseArg>& nullspace, std::optional<double> strength_threshold,
          std::optional<index_t> max_coarse, std::optional<index_t> max_levels, std::optional<index_t> smoother_degree,
-         std::optional<double> prolongator_omega) {
-        const AmgTuning tuning{strength_threshold, max_coarse, max_levels, smoother_degree, prolongator_omega};
+         std::optional<double> prolongator_omega, std::optional<bool> mixed_precision) {
+        const AmgTuning tuning{strength_threshold, max_coarse,        max_levels,
+                               smoother_degree,    prolongator_omega, mixed_precision};
         if (py::isinstance<Csr>(handle)) return make_for<Csr>(kind, handle, block_size, blocks, nullspace, tuning);
         return make_for<Bsr>(kind, handle, block_size, blocks, nullspace, tuning);
       },
       py::arg("kind"), py::arg("handle"), py::arg("block_size"), py::arg("blocks"), py::arg("nullspace"),
       py::arg("strength_threshold") = py::none(), py::arg("max_coarse") = py::none(),
       py::arg("max_levels") = py::none(), py::arg("smoother_degree") = py::none(),
-      py::arg("prolongator_omega") = py::none());
+      py::arg("prolongator_omega") = py::none(), py::arg("mixed_precision") = py::none());
   // The six rigid-body modes at nodes (nodes x 3, float64) in dtype: (3 nodes) x 6.
   m.def("rigid_body_modes", [](const DenseArg& coords, const std::string& dtype) {
     return with_dtype(dtype, [&]<class T>() -> py::object {

@@ -215,6 +215,9 @@ def test_amg_tuning():
     assert ts.amg(A, max_coarse=np.int64(20)).levels == ts.amg(A, max_coarse=20).levels  # any integer type
     z = default(b)
     assert torch.equal(ts.amg(A, prolongator_omega=1.6, smoother_degree=2)(b), z)  # the defaults
+    # mixed_precision: poisson3d's 6 and -1 are exact in fp32, the smoothed coarse levels' values not.
+    assert not torch.equal(ts.amg(A, max_coarse=20, mixed_precision=False)(b), ts.amg(A, max_coarse=20)(b))
+    assert torch.equal(ts.amg(A, mixed_precision=True)(b), z)
     for tuned in (ts.amg(A, smoother_degree=3), ts.amg(A, prolongator_omega=4 / 3),
                   ts.amg(A, strength_threshold=0.25)):
         assert not torch.equal(tuned(b), z)
@@ -230,6 +233,8 @@ def test_amg_tuning():
         ts.amg(A, max_levels=True)
     with pytest.raises(TypeError, match="prolongator_omega must be a float"):
         ts.amg(A, prolongator_omega="1.6")
+    with pytest.raises(TypeError, match="mixed_precision must be a bool"):
+        ts.amg(A, mixed_precision=1)
 
 
 def test_amg_elasticity_with_rigid_body_modes():

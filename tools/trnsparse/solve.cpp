@@ -2,7 +2,7 @@
 /// `trnsparse solve [FILE.mtx] [--rhs ones|random|B.mtx] [--tol T] [--maxiter N]
 /// [--method cg|gmres|bicgstab] [--precond none|jacobi|bjacobi|ic0|ilu0|amg] [--restart M]
 /// [--blocks K] [--block-size B] [--amg-degree K] [--amg-omega W] [--amg-threshold T]
-/// [--amg-max-coarse N] [--poisson N] [--problem SPEC] [--json]`: a Krylov solve (float64,
+/// [--amg-max-coarse N] [--amg-fp64] [--poisson N] [--problem SPEC] [--json]`: a Krylov solve (float64,
 /// CSR) on a Matrix Market matrix or, without a file, on the embedded 3D Poisson problem
 /// poisson3d(N) or the problem --problem names (named_problem: elasticity3d:N,
 /// convdiff3d:N:PECLET, ...). The preconditioner's setup is timed apart from the solve.
@@ -47,6 +47,7 @@ struct SolveCliOptions {
   // amg's tuning (AmgOptions); unset keeps the library's default.
   std::optional<index_t> amg_degree, amg_max_coarse;
   std::optional<double> amg_omega, amg_threshold;
+  bool amg_fp64 = false;
   bool json = false;
 };
 
@@ -94,6 +95,7 @@ std::unique_ptr<Preconditioner<double>> make_preconditioner(const SolveCliOption
     if (o.amg_max_coarse) options.max_coarse = *o.amg_max_coarse;
     if (o.amg_omega) options.prolongator_omega = *o.amg_omega;
     if (o.amg_threshold) options.strength_threshold = *o.amg_threshold;
+    if (o.amg_fp64) options.mixed_precision = false;
     Dense<double> modes;
     if (const index_t n = elasticity_edge(o); n > 0) {
       modes = rigid_body_modes<double>(elasticity3d_coordinates(n));
@@ -240,6 +242,8 @@ Subcommand add_solve(CLI::App& app) {
                       with_default("amg: rows at which coarsening stops; the last level is solved by dense Cholesky",
                                    amg_default.max_coarse))
       ->check(CLI::Range(index_t{1}, index_t{1} << 20));
+  command->add_flag("--amg-fp64", o->amg_fp64,
+                    "amg: the V-cycle reads its operators' values in float64 (default: fp32 copies of the point levels')");
   command->add_option("--poisson", o->poisson, "Grid points per dimension of the embedded problem (N^3 rows)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
