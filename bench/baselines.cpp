@@ -141,7 +141,8 @@ double fma_peak_gflops(int threads) {
 #pragma omp barrier
       switch (active_isa()) {
         case Isa::avx512:
-        case Isa::avx512_bf16: best = std::max(best, peak_avx512()); break;
+        case Isa::avx512_bf16:
+        case Isa::amx: best = std::max(best, peak_avx512()); break;
         case Isa::avx2: best = std::max(best, peak_avx2()); break;
         case Isa::scalar: best = std::max(best, peak_scalar()); break;
       }

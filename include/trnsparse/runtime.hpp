@@ -2,8 +2,8 @@
 /// The machine trnsparse runs on: which instruction set its kernels use and how many
 /// threads they split work over. Both are chosen once at start-up and may be changed:
 ///
-///   - `TRNSPARSE_ISA=scalar|avx2|avx512|avx512_bf16` forces an instruction set (for A/B
-///     runs, or the same bits as a CPU without AVX512-BF16);
+///   - `TRNSPARSE_ISA=scalar|avx2|avx512|avx512_bf16|amx` forces an instruction set (for
+///     A/B runs, or the same bits as a CPU without AVX512-BF16 or AMX);
 ///     forcing one the CPU lacks is an error (`NotSupported`), never a silent fallback.
 ///   - `TRNSPARSE_NUM_THREADS=N` sets the thread count (default: `OMP_NUM_THREADS`, else
 ///     the CPUs the process may run on).
@@ -21,15 +21,18 @@ namespace trnsparse {
 
 /// Instruction sets with kernels of their own. `avx512_bf16` is `avx512` with AVX512-BF16
 /// dot products (vdpbf16ps) for bf16 operands, where `avx512` widens bf16 to fp32; the
-/// two run the same kernels for fp32 and fp64.
-enum class Isa { scalar, avx2, avx512, avx512_bf16 };
+/// two run the same kernels for fp32 and fp64. `amx` is `avx512_bf16` with AMX tiles
+/// (TDPBF16PS) for a bf16 linear layer's forward (Y = X Wᵀ, BSR W, blocks of a multiple
+/// of 16); everything else runs avx512_bf16's kernels.
+enum class Isa { scalar, avx2, avx512, avx512_bf16, amx };
 /// Every Isa value, in order.
-inline constexpr Isa all_isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16};
+inline constexpr Isa all_isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx};
 
 struct CpuFeatures {
   bool avx2_fma = false;     ///< AVX2 and FMA3
   bool avx512 = false;       ///< AVX-512 F, BW, VL and DQ
   bool avx512_bf16 = false;  ///< AVX512-BF16 (vdpbf16ps)
+  bool amx = false;          ///< AMX-TILE and AMX-BF16, with the OS's leave to use tile data (Linux >= 5.16)
 };
 
 /// What this CPU (and OS) supports, detected once.

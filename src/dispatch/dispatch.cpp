@@ -15,25 +15,30 @@ namespace reference = kernels::reference;
 namespace {
 
 /// The entry of a per-ISA table for the active ISA (`avx512_bf16`: bf16 tables on
-/// vdpbf16ps; the same as `avx512` for other operand types).
+/// vdpbf16ps, the same as `avx512` for other operand types; `amx`: the bf16 BSR table on
+/// AMX tiles, the same as `avx512_bf16` for the others).
 template <class Table>
-const Table& pick(const Table& scalar, const Table& avx2, const Table& avx512, const Table& avx512_bf16) {
+const Table& pick(const Table& scalar, const Table& avx2, const Table& avx512, const Table& avx512_bf16,
+                  const Table& amx) {
   switch (active_isa()) {
     case Isa::scalar: return scalar;
     case Isa::avx2: return avx2;
     case Isa::avx512: return avx512;
     case Isa::avx512_bf16: return avx512_bf16;
+    case Isa::amx: return amx;
   }
   return scalar;
 }
 
 /// The active ISA's entry of a table that every ISA builds the same way, each built once
-/// (the vdpbf16ps one only where the CPU has the instruction).
-template <class Table, Table (*Scalar)(), Table (*Avx2)(), Table (*Avx512)(), Table (*Avx512Bf16)() = Avx512>
+/// (the vdpbf16ps and AMX ones only where the CPU has the instructions).
+template <class Table, Table (*Scalar)(), Table (*Avx2)(), Table (*Avx512)(), Table (*Avx512Bf16)() = Avx512,
+          Table (*Amx)() = Avx512Bf16>
 const Table& per_isa() {
   static const Table scalar = Scalar(), avx2 = Avx2(), avx512 = Avx512();
   static const Table avx512_bf16 = cpu_features().avx512_bf16 ? Avx512Bf16() : avx512;
-  return pick(scalar, avx2, avx512, avx512_bf16);
+  static const Table amx = cpu_features().amx ? Amx() : avx512_bf16;
+  return pick(scalar, avx2, avx512, avx512_bf16, amx);
 }
 
 /// A CSR table whose missing SDDMM (bf16) is the reference's.
@@ -49,6 +54,14 @@ kernels::CsrKernels<TA, TY, TV> csr_table() {
 template <class TA, class TY>
 kernels::BsrKernels<TA, TY> avx512bf16_bsr() {
   if constexpr (std::is_same_v<TA, bf16>) return cpu::avx512bf16::bsr_kernels_bf16<TY>();
+  else return cpu::avx512::bsr_kernels<TA, TY>();
+}
+
+/// The AMX BSR table: bf16 operands on AMX tiles (a linear layer's forward) and
+/// vdpbf16ps, others as AVX-512's.
+template <class TA, class TY>
+kernels::BsrKernels<TA, TY> amx_bsr() {
+  if constexpr (std::is_same_v<TA, bf16>) return cpu::avx512bf16::bsr_kernels_amx<TY>();
   else return cpu::avx512::bsr_kernels<TA, TY>();
 }
 
@@ -71,7 +84,7 @@ kernels::SddmmKernels<T> avx512bf16_sddmm() {
 template <class TA, class TY>
 const kernels::BsrKernels<TA, TY>& bsr_kernels() {
   return per_isa<kernels::BsrKernels<TA, TY>, &cpu::scalar::bsr_kernels<TA, TY>, &cpu::avx2::bsr_kernels<TA, TY>,
-                 &cpu::avx512::bsr_kernels<TA, TY>, &avx512bf16_bsr<TA, TY>>();
+                 &cpu::avx512::bsr_kernels<TA, TY>, &avx512bf16_bsr<TA, TY>, &amx_bsr<TA, TY>>();
 }
 
 template <class TA, class TY>
@@ -130,7 +143,7 @@ const kernels::AttentionKernels<T>& attention_kernels() {
         if (cpu_features().avx512_bf16) return cpu::avx512bf16::attention_kernels_bf16();
       return avx512;
     }();
-    return pick(scalar, avx2, avx512, avx512_bf16);
+    return pick(scalar, avx2, avx512, avx512_bf16, avx512_bf16);
   }
 }
 

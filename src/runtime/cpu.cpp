@@ -1,4 +1,7 @@
+#include <cpuid.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +18,21 @@ namespace {
 
 constexpr int kMaxThreads = 4096;
 
+/// AMX-TILE and AMX-BF16 in CPUID (leaf 7: EDX bits 24 and 22), the OS saving the tile
+/// state (XCR0 bits 17 and 18), and Linux's leave for this process to use tile data
+/// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; refused before Linux 5.16),
+/// asked once here for every thread.
+bool amx_usable() noexcept {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if (!(edx >> 24 & 1u) || !(edx >> 22 & 1u)) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo >> 17 & 3u) != 3u) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
 CpuFeatures detect() noexcept {
   // __builtin_cpu_supports checks CPUID and that the OS saves the wider registers.
   __builtin_cpu_init();
@@ -23,6 +41,7 @@ CpuFeatures detect() noexcept {
   f.avx512 = f.avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
+  f.amx = f.avx512_bf16 && amx_usable();
   return f;
 }
 
@@ -95,13 +114,18 @@ bool isa_supported(Isa isa) noexcept {
     case Isa::avx2: return cpu_features().avx2_fma;
     case Isa::avx512: return cpu_features().avx512;
     case Isa::avx512_bf16: return cpu_features().avx512_bf16;
+    case Isa::amx: return cpu_features().amx;
   }
   return false;
 }
 
 Isa best_isa() noexcept {
   const CpuFeatures& f = cpu_features();
-  return f.avx512_bf16 ? Isa::avx512_bf16 : f.avx512 ? Isa::avx512 : f.avx2_fma ? Isa::avx2 : Isa::scalar;
+  return f.amx           ? Isa::amx
+         : f.avx512_bf16 ? Isa::avx512_bf16
+         : f.avx512      ? Isa::avx512
+         : f.avx2_fma    ? Isa::avx2
+                         : Isa::scalar;
 }
 
 std::string_view to_string(Isa isa) noexcept {
@@ -110,6 +134,7 @@ std::string_view to_string(Isa isa) noexcept {
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
     case Isa::avx512_bf16: return "avx512_bf16";
+    case Isa::amx: return "amx";
   }
   return "unknown";
 }

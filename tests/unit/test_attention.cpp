@@ -556,7 +556,7 @@ TEST_F(AttentionRandom, StridedLayoutsAndGroupedQueryHeads) {
                InvalidArgument);
 }
 
-/// bf16 runs on the vdpbf16ps kernels on avx512_bf16 alone (on avx512 on the widening
+/// bf16 runs on the vdpbf16ps kernels on avx512_bf16 and amx (on avx512 on the widening
 /// tile kernels, as a CPU without AVX512-BF16 does); fp32 never on them.
 TEST(Attention, Bf16PairKernelsOnAvx512Bf16) {
   const Isa before = active_isa();
@@ -566,7 +566,7 @@ TEST(Attention, Bf16PairKernelsOnAvx512Bf16) {
     SCOPED_TRACE(std::string(to_string(isa)));
     set_isa(isa);
     const auto& k = dispatch::attention_kernels<bf16>();
-    const bool want = isa == Isa::avx512_bf16;
+    const bool want = isa == Isa::avx512_bf16 || isa == Isa::amx;
     EXPECT_EQ(k.forward == pairs.forward, want);
     EXPECT_EQ(k.backward_dq == pairs.backward_dq, want);
     EXPECT_EQ(k.backward_dkv == pairs.backward_dkv, want);

@@ -390,17 +390,20 @@ TEST(RuntimeIsa, NamesAndFeatures) {
   EXPECT_EQ(to_string(Isa::avx2), "avx2");
   EXPECT_EQ(to_string(Isa::avx512), "avx512");
   EXPECT_EQ(to_string(Isa::avx512_bf16), "avx512_bf16");
+  EXPECT_EQ(to_string(Isa::amx), "amx");
   for (const Isa isa : all_isas) EXPECT_EQ(isa_named(to_string(isa)), isa);
   EXPECT_THAT([] { (void)isa_named("AVX2"); },
               ::testing::ThrowsMessage<InvalidArgument>(
-                  ::testing::HasSubstr("isa AVX2 is not one of scalar, avx2, avx512, avx512_bf16")));
+                  ::testing::HasSubstr("isa AVX2 is not one of scalar, avx2, avx512, avx512_bf16, amx")));
   const CpuFeatures& f = cpu_features();
   EXPECT_TRUE(isa_supported(Isa::scalar));
   EXPECT_EQ(isa_supported(Isa::avx2), f.avx2_fma);
   EXPECT_EQ(isa_supported(Isa::avx512), f.avx512);
   EXPECT_EQ(isa_supported(Isa::avx512_bf16), f.avx512_bf16);
+  EXPECT_EQ(isa_supported(Isa::amx), f.amx);
   EXPECT_TRUE(!f.avx512 || f.avx2_fma) << "AVX-512 without AVX2";
   EXPECT_TRUE(!f.avx512_bf16 || f.avx512) << "AVX512-BF16 without AVX-512";
+  EXPECT_TRUE(!f.amx || f.avx512_bf16) << "AMX without AVX512-BF16";
   EXPECT_TRUE(isa_supported(active_isa()));
 }
 
@@ -464,7 +467,8 @@ TEST_F(RuntimeEnvironmentDeathTest, IsaComesFromTrnsparseIsa) {
     set_env("TRNSPARSE_ISA", name.c_str());
     EXPECT_EXIT(exit_with([&] { return active_isa() == isa; }), ::testing::ExitedWithCode(0), "");
   }
-  const Isa best = isa_supported(Isa::avx512_bf16) ? Isa::avx512_bf16
+  const Isa best = isa_supported(Isa::amx)           ? Isa::amx
+                   : isa_supported(Isa::avx512_bf16) ? Isa::avx512_bf16
                    : isa_supported(Isa::avx512)    ? Isa::avx512
                    : isa_supported(Isa::avx2)      ? Isa::avx2
                                                    : Isa::scalar;

@@ -32,10 +32,13 @@ TRNSPARSE_ISA_TABLES(avx2)
 TRNSPARSE_ISA_TABLES(avx512)
 #undef TRNSPARSE_ISA_TABLES
 
-/// bf16 operands only, on vdpbf16ps; needs AVX512-BF16.
+/// bf16 operands only, on vdpbf16ps; needs AVX512-BF16 (and for bsr_kernels_amx, AMX).
 namespace avx512bf16 {
 /// Pair products (an even block size; otherwise the avx512 widening kernel runs).
 template <class TY> BsrKernels<bf16, TY> bsr_kernels_bf16();
+/// The same with a linear layer's forward (blocks of a multiple of 16) on AMX tiles
+/// (TDPBF16PS); needs AMX-TILE and AMX-BF16 (CpuFeatures::amx).
+template <class TY> BsrKernels<bf16, TY> bsr_kernels_amx();
 /// SDDMM with K in pairs.
 SddmmKernels<bf16> sddmm_kernels_bf16();
 /// Symmetric products with pair kernels for block triangles (CSR triangles run

@@ -1,4 +1,5 @@
-// bf16 operands with AVX512-BF16 (compiled with the AVX-512 flags plus -mavx512bf16):
+// bf16 operands with AVX512-BF16 (compiled with the AVX-512 flags plus -mavx512bf16, and
+// the AMX flags for the table of Isa::amx, at the end):
 // vdpbf16ps multiplies pairs of bf16 along K and accumulates in fp32, twice the fp32
 // FMA rate. B is packed as bf16 row pairs: panel element (t, c, h) holds B(2t + h, c),
 // so one 32-bit broadcast of A(r, 2t..2t+1) meets 16 columns per register.
@@ -70,27 +71,40 @@ bool use_token_lanes(const BsrProduct<bf16, TY>& p) {
   return decode_kernel(p) && p.width > 4 && p.b % 2 == 0;
 }
 
-/// The feature pairs of B's block rows [r0, r1) as token-lane pair rows: 16 tokens x 16
-/// pairs transposed in registers as dwords, the edges pair by pair.
+/// Token panels of kLaneTokens tokens: panel tp holds tokens [16 tp, 16 tp + 16).
+template <class TY>
+index_t token_panels(const BsrProduct<bf16, TY>& p) {
+  return (p.width + kLaneTokens - 1) / kLaneTokens;
+}
+
+/// The feature pairs of B's block rows [r0, r1) as token-lane pair rows, panel by panel
+/// (panel tp's pair row kp at dword (tp * in_block_rows * b / 2 + kp) * 16): 16 tokens x
+/// 16 pairs transposed in registers as dwords, the edges pair by pair.
 template <class TY>
 void token_lanes_pack(const BsrProduct<bf16, TY>& p, std::uint32_t* packed, index_t r0, index_t r1) {
   const index_t k0 = r0 * p.b / 2, k1 = r1 * p.b / 2;  // pair rows
   const index_t whole = min_index(k1, p.in_rows / 2);  // pair rows wholly inside B
   const index_t tiled = whole > k0 ? (whole - k0) / kLaneTokens * kLaneTokens : 0;
-  transposed_tiles<Vec<float>>(  // dwords as float lanes: only moved
-      kLaneTokens, tiled,
-      [&](index_t t, index_t kp) {
-        return t < p.width ? _mm512_loadu_ps(reinterpret_cast<const float*>(p.B + t * p.ldb) + k0 + kp)
-                           : _mm512_setzero_ps();
-      },
-      [&](index_t kp, index_t, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(packed + (k0 + kp) * kLaneTokens), v); });
-  for (index_t kp = k0 + tiled; kp < k1; ++kp)
-    for (index_t t = 0; t < kLaneTokens; ++t) {
-      const auto word = [&](index_t k) -> std::uint32_t {
-        return t < p.width && k < p.in_rows ? p.B[t * p.ldb + k].bits : 0u;
-      };
-      packed[kp * kLaneTokens + t] = word(2 * kp) | word(2 * kp + 1) << 16;
-    }
+  for (index_t tp = 0; tp < token_panels(p); ++tp) {
+    const index_t t0 = tp * kLaneTokens;
+    std::uint32_t* panel = packed + tp * p.in_block_rows * p.b / 2 * kLaneTokens;
+    transposed_tiles<Vec<float>>(  // dwords as float lanes: only moved
+        kLaneTokens, tiled,
+        [&](index_t t, index_t kp) {
+          return t0 + t < p.width ? _mm512_loadu_ps(reinterpret_cast<const float*>(p.B + (t0 + t) * p.ldb) + k0 + kp)
+                                  : _mm512_setzero_ps();
+        },
+        [&](index_t kp, index_t, __m512 v) {
+          _mm512_storeu_ps(reinterpret_cast<float*>(panel + (k0 + kp) * kLaneTokens), v);
+        });
+    for (index_t kp = k0 + tiled; kp < k1; ++kp)
+      for (index_t t = 0; t < kLaneTokens; ++t) {
+        const auto word = [&](index_t k) -> std::uint32_t {
+          return t0 + t < p.width && k < p.in_rows ? p.B[(t0 + t) * p.ldb + k].bits : 0u;
+        };
+        panel[kp * kLaneTokens + t] = word(2 * kp) | word(2 * kp + 1) << 16;
+      }
+  }
 }
 
 /// Output block rows [r0, r1) with the tokens in lanes, in groups of 8 rows.
@@ -126,7 +140,8 @@ void token_lanes_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* pac
 template <class TY>
 std::size_t pairs_packed_bytes(const BsrProduct<bf16, TY>& p) {
   if (use_small_pairs(p)) return static_cast<std::size_t>(p.in_block_rows * quads_per_row(p.b) * 32) * sizeof(bf16);
-  if (use_token_lanes(p)) return static_cast<std::size_t>(p.in_block_rows * p.b * kLaneTokens) * sizeof(bf16);
+  if (use_token_lanes(p))
+    return static_cast<std::size_t>(token_panels(p) * p.in_block_rows * p.b * kLaneTokens) * sizeof(bf16);
   if (!use_pairs(p)) return packed_bytes(p);
   return static_cast<std::size_t>(p.in_block_rows * p.b * round_up(p.width, kPairNR)) * sizeof(bf16);
 }
@@ -865,6 +880,117 @@ void sddmm_pairs_compute(const BsrSampled<bf16>& p, const void* packed_v, void* 
   }
 }
 
+// ---- AMX ------------------------------------------------------------------------------
+// A linear layer's forward on AMX tiles (Isa::amx): Yᵀ = W Xᵀ in tiles of 16 output rows
+// x 16 tokens. W's blocks are A operands as they lie (16 rows of K = 32 features, or 16
+// for b = 16, a row of the block per tile row); X is packed as token-lane pair rows
+// (token_lanes_pack), which is TDPBF16PS's B layout: pair row kp of a panel holds the
+// 16 tokens' (X(t, 2kp), X(t, 2kp + 1)). Each group of two 16-row groups by two 16-token
+// panels keeps its four C tiles over the block row's stored blocks (each output one fixed
+// sum: the same bits on any thread count), then write_out adds the bias and writes Y.
+// Rows past the layer's (a block's zero padding) are computed and not written; tokens
+// and features past the last meet packed zeros. TDPBF16PS, like vdpbf16ps, flushes
+// subnormal inputs and outputs to zero.
+
+/// Whether the AMX kernel runs this product: a linear layer's forward (B and C token by
+/// token) with blocks of a multiple of 16 rows.
+template <class TY>
+bool use_amx(const BsrProduct<bf16, TY>& p) {
+  return p.b_transposed && p.c_transposed && !p.trans_a && p.b % 16 == 0;
+}
+
+/// LDTILECFG's operand (palette 1): tiles 0-3 are C (16 rows x 16 fp32), 4-5 A (16 rows
+/// of W x K bf16), 6-7 B (K / 2 pair rows x 16 tokens).
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1;
+  std::uint8_t start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+
+  explicit TileConfig(index_t K) {
+    for (int t = 0; t < 8; ++t) {
+      rows[t] = static_cast<std::uint8_t>(t >= 6 ? K / 2 : 16);
+      colsb[t] = static_cast<std::uint16_t>(t == 4 || t == 5 ? 2 * K : 64);
+    }
+  }
+};
+
+template <class TY>
+void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, index_t r0, index_t r1) {
+  const index_t b = p.b, K = b % 32 == 0 ? 32 : 16;
+  const index_t panels = token_panels(p), panel_words = p.in_block_rows * b / 2 * kLaneTokens;
+  const index_t last = p.ptr[r1];
+  const auto lda = static_cast<long>(b * sizeof(bf16)), ldx = static_cast<long>(kLaneTokens * sizeof(float));
+  constexpr index_t ldo = 2 * kLaneTokens;  // out: 32 rows x 32 tokens
+  alignas(64) float out[2 * 16 * ldo];
+  const TileConfig config(K);
+  _tile_loadconfig(&config);
+  for (index_t bi = r0; bi < r1; ++bi) {
+    const index_t rows = min_index(b, p.out_rows - bi * b);
+    for (index_t g = 0; g < rows; g += 32) {
+      const bool two_groups = g + 16 < rows;
+      for (index_t tp = 0; tp < panels; tp += 2) {
+        const bool two_panels = tp + 1 < panels;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
+          if (g == 0 && tp == 0) decode_prefetch(p, q, last);
+          const bf16* w = p.block(q) + g * b;
+          const std::uint32_t* x = packed + tp * panel_words + p.column(q) * b / 2 * kLaneTokens;
+          for (index_t k = 0; k < b; k += K) {
+            _tile_loadd(4, w + k, lda);
+            _tile_loadd(6, x + k / 2 * kLaneTokens, ldx);
+            _tile_dpbf16ps(0, 4, 6);
+            if (two_panels) {
+              _tile_loadd(7, x + panel_words + k / 2 * kLaneTokens, ldx);
+              _tile_dpbf16ps(1, 4, 7);
+            }
+            if (two_groups) {
+              _tile_loadd(5, w + 16 * b + k, lda);
+              _tile_dpbf16ps(2, 5, 6);
+              if (two_panels) _tile_dpbf16ps(3, 5, 7);
+            }
+          }
+        }
+        const auto ldo_bytes = static_cast<long>(ldo * sizeof(float));
+        _tile_stored(0, out, ldo_bytes);
+        _tile_stored(1, out + kLaneTokens, ldo_bytes);
+        _tile_stored(2, out + 16 * ldo, ldo_bytes);
+        _tile_stored(3, out + 16 * ldo + kLaneTokens, ldo_bytes);
+        write_out(p, out, ldo, bi * b + g, min_index(32, rows - g), tp * kLaneTokens,
+                  min_index(ldo, p.width - tp * kLaneTokens));
+      }
+    }
+  }
+  _tile_release();
+}
+
+template <class TY>
+std::size_t amx_packed_bytes(const BsrProduct<bf16, TY>& p) {
+  if (!use_amx(p)) return pairs_packed_bytes(p);
+  return static_cast<std::size_t>(token_panels(p) * p.in_block_rows * p.b * kLaneTokens) * sizeof(bf16);
+}
+
+template <class TY>
+std::size_t amx_workspace_bytes(const BsrProduct<bf16, TY>& p) {
+  return use_amx(p) ? 0 : pairs_workspace_bytes(p);
+}
+
+template <class TY>
+void amx_pack(const BsrProduct<bf16, TY>& p, void* packed, index_t r0, index_t r1) {
+  if (use_amx(p)) return token_lanes_pack(p, static_cast<std::uint32_t*>(packed), r0, r1);
+  pairs_pack(p, packed, r0, r1);
+}
+
+template <class TY>
+void amx_bsr_compute(const BsrProduct<bf16, TY>& p, const void* packed, void* ws, index_t r0, index_t r1) {
+  if (use_amx(p)) return amx_compute(p, static_cast<const std::uint32_t*>(packed), r0, r1);
+  pairs_compute(p, packed, ws, r0, r1);
+}
+
 }  // namespace
 
 template <class TY>
@@ -873,6 +999,13 @@ BsrKernels<bf16, TY> bsr_kernels_bf16() {
 }
 template BsrKernels<bf16, float> bsr_kernels_bf16<float>();
 template BsrKernels<bf16, bf16> bsr_kernels_bf16<bf16>();
+
+template <class TY>
+BsrKernels<bf16, TY> bsr_kernels_amx() {
+  return {&amx_packed_bytes<TY>, &amx_workspace_bytes<TY>, &amx_pack<TY>, &amx_bsr_compute<TY>};
+}
+template BsrKernels<bf16, float> bsr_kernels_amx<float>();
+template BsrKernels<bf16, bf16> bsr_kernels_amx<bf16>();
 
 SddmmKernels<bf16> sddmm_kernels_bf16() {
   return {&sddmm_pairs_packed_bytes, &sddmm_pairs_workspace_bytes, &sddmm_pairs_pack, &sddmm_pairs_compute};
