@@ -881,8 +881,11 @@ void sddmm_pairs_compute(const BsrSampled<bf16>& p, const void* packed_v, void* 
 }
 
 // ---- AMX ------------------------------------------------------------------------------
-// A linear layer's forward on AMX tiles (Isa::amx): Yᵀ = W Xᵀ in tiles of 16 output rows
-// x 16 tokens. W's blocks are A operands as they lie (16 rows of K = 32 features, or 16
+// A linear layer's forward and input gradient on AMX tiles (Isa::amx): Yᵀ = W Xᵀ, or
+// dXᵀ = Wᵀ dYᵀ, in tiles of 16 output rows x 16 tokens. For the gradient the pack phase
+// also writes every stored block transposed (its share of the blocks: the pack ranges
+// split B's block rows, and the same fractions of the blocks go with them), which then
+// serve as the forward's blocks do. W's blocks are A operands as they lie (16 rows of K = 32 features, or 16
 // for b = 16, a row of the block per tile row); X is packed as token-lane pair rows
 // (token_lanes_pack), which is TDPBF16PS's B layout: pair row kp of a panel holds the
 // 16 tokens' (X(t, 2kp), X(t, 2kp + 1)). Each group of two 16-row groups by two 16-token
@@ -892,11 +895,19 @@ void sddmm_pairs_compute(const BsrSampled<bf16>& p, const void* packed_v, void* 
 // and features past the last meet packed zeros. TDPBF16PS, like vdpbf16ps, flushes
 // subnormal inputs and outputs to zero.
 
-/// Whether the AMX kernel runs this product: a linear layer's forward (B and C token by
-/// token) with blocks of a multiple of 16 rows.
+/// Whether the AMX kernel runs this product: a linear layer's forward or input gradient
+/// (B and C token by token) with blocks of a multiple of 16 rows, stored in one array
+/// when transposed.
 template <class TY>
 bool use_amx(const BsrProduct<bf16, TY>& p) {
-  return p.b_transposed && p.c_transposed && !p.trans_a && p.b % 16 == 0;
+  return p.b_transposed && p.c_transposed && p.b % 16 == 0 && !(p.trans_a && p.block_at);
+}
+
+/// bf16 words of the packed B (token-lane pair rows, all panels); the transposed blocks of a
+/// transposed A follow them.
+template <class TY>
+index_t amx_panel_words(const BsrProduct<bf16, TY>& p) {
+  return token_panels(p) * p.in_block_rows * p.b * kLaneTokens;
 }
 
 /// LDTILECFG's operand (palette 1): tiles 0-3 are C (16 rows x 16 fp32), 4-5 A (16 rows
@@ -921,6 +932,10 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
   const index_t b = p.b, K = b % 32 == 0 ? 32 : 16;
   const index_t panels = token_panels(p), panel_words = p.in_block_rows * b / 2 * kLaneTokens;
   const index_t last = p.ptr[r1];
+  const bf16* transposed = reinterpret_cast<const bf16*>(packed + amx_panel_words(p) / 2);
+  const auto block = [&](index_t q) {
+    return p.trans_a ? transposed + (p.perm ? p.perm[q] : q) * b * b : p.block(q);
+  };
   const auto lda = static_cast<long>(b * sizeof(bf16)), ldx = static_cast<long>(kLaneTokens * sizeof(float));
   constexpr index_t ldo = 2 * kLaneTokens;  // out: 32 rows x 32 tokens
   alignas(64) float out[2 * 16 * ldo];
@@ -937,8 +952,8 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
         _tile_zero(2);
         _tile_zero(3);
         for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-          if (g == 0 && tp == 0) decode_prefetch(p, q, last);
-          const bf16* w = p.block(q) + g * b;
+          if (g == 0 && tp == 0 && !p.trans_a) decode_prefetch(p, q, last);
+          const bf16* w = block(q) + g * b;
           const std::uint32_t* x = packed + tp * panel_words + p.column(q) * b / 2 * kLaneTokens;
           for (index_t k = 0; k < b; k += K) {
             _tile_loadd(4, w + k, lda);
@@ -971,7 +986,7 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
 template <class TY>
 std::size_t amx_packed_bytes(const BsrProduct<bf16, TY>& p) {
   if (!use_amx(p)) return pairs_packed_bytes(p);
-  return static_cast<std::size_t>(token_panels(p) * p.in_block_rows * p.b * kLaneTokens) * sizeof(bf16);
+  return static_cast<std::size_t>(amx_panel_words(p) + (p.trans_a ? p.stored : 0)) * sizeof(bf16);
 }
 
 template <class TY>
@@ -981,8 +996,14 @@ std::size_t amx_workspace_bytes(const BsrProduct<bf16, TY>& p) {
 
 template <class TY>
 void amx_pack(const BsrProduct<bf16, TY>& p, void* packed, index_t r0, index_t r1) {
-  if (use_amx(p)) return token_lanes_pack(p, static_cast<std::uint32_t*>(packed), r0, r1);
-  pairs_pack(p, packed, r0, r1);
+  if (!use_amx(p)) return pairs_pack(p, packed, r0, r1);
+  token_lanes_pack(p, static_cast<std::uint32_t*>(packed), r0, r1);
+  if (!p.trans_a) return;
+  const index_t bb = p.b * p.b, blocks = p.stored / bb;
+  bf16* out = static_cast<bf16*>(packed) + amx_panel_words(p);
+  for (index_t s = r0 * blocks / p.in_block_rows; s < r1 * blocks / p.in_block_rows; ++s)
+    for (index_t r = 0; r < p.b; ++r)
+      for (index_t c = 0; c < p.b; ++c) out[s * bb + c * p.b + r] = p.blocks[s * bb + r * p.b + c];
 }
 
 template <class TY>
