@@ -882,13 +882,13 @@ void sddmm_pairs_compute(const BsrSampled<bf16>& p, const void* packed_v, void* 
 
 // ---- AMX ------------------------------------------------------------------------------
 // A linear layer's forward and input gradient on AMX tiles (Isa::amx): Yᵀ = W Xᵀ, or
-// dXᵀ = Wᵀ dYᵀ, in tiles of 16 output rows x 16 tokens. For the gradient the pack phase
-// also writes every stored block transposed (its share of the blocks: the pack ranges
-// split B's block rows, and the same fractions of the blocks go with them), which then
-// serve as the forward's blocks do. W's blocks are A operands as they lie (16 rows of K = 32 features, or 16
-// for b = 16, a row of the block per tile row); X is packed as token-lane pair rows
-// (token_lanes_pack), which is TDPBF16PS's B layout: pair row kp of a panel holds the
-// 16 tokens' (X(t, 2kp), X(t, 2kp + 1)). Each group of two 16-row groups by two 16-token
+// dXᵀ = Wᵀ dYᵀ, in tiles of 16 output rows x 16 tokens. W's blocks are A operands as they
+// lie (16 rows of K = 32 features, or 16 for b = 16, a row of the block per tile row);
+// for the gradient the pack phase writes every stored block transposed first (its share
+// of the blocks: the pack ranges split B's block rows, and the same fractions of the
+// blocks go with them). X (or dY) is packed as token-lane pair rows (token_lanes_pack),
+// which is TDPBF16PS's B layout: pair row kp of a panel holds the 16 tokens' (X(t, 2kp),
+// X(t, 2kp + 1)). Each group of two 16-row groups by two 16-token
 // panels keeps its four C tiles over the block row's stored blocks (each output one fixed
 // sum: the same bits on any thread count), then write_out adds the bias and writes Y.
 // Rows past the layer's (a block's zero padding) are computed and not written; tokens
