@@ -79,6 +79,13 @@ kernels::SddmmKernels<T> avx512bf16_sddmm() {
   else return cpu::avx512::sddmm_kernels<T>();
 }
 
+/// The AMX SDDMM table, likewise.
+template <class T>
+kernels::SddmmKernels<T> amx_sddmm() {
+  if constexpr (std::is_same_v<T, bf16>) return cpu::avx512bf16::sddmm_kernels_amx();
+  else return cpu::avx512::sddmm_kernels<T>();
+}
+
 }  // namespace
 
 template <class TA, class TY>
@@ -102,7 +109,7 @@ WholeSymmetric<TA, TY> symmetric_whole() {
 template <class T>
 const kernels::SddmmKernels<T>& sddmm_kernels() {
   return per_isa<kernels::SddmmKernels<T>, &cpu::scalar::sddmm_kernels<T>, &cpu::avx2::sddmm_kernels<T>,
-                 &cpu::avx512::sddmm_kernels<T>, &avx512bf16_sddmm<T>>();
+                 &cpu::avx512::sddmm_kernels<T>, &avx512bf16_sddmm<T>, &amx_sddmm<T>>();
 }
 
 template <class TA, class TY, class TV>

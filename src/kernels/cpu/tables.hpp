@@ -36,11 +36,13 @@ TRNSPARSE_ISA_TABLES(avx512)
 namespace avx512bf16 {
 /// Pair products (an even block size; otherwise the avx512 widening kernel runs).
 template <class TY> BsrKernels<bf16, TY> bsr_kernels_bf16();
-/// The same with a linear layer's forward (blocks of a multiple of 16) on AMX tiles
-/// (TDPBF16PS); needs AMX-TILE and AMX-BF16 (CpuFeatures::amx).
+/// The same with a linear layer's forward and input gradient (blocks of a multiple of
+/// 16) on AMX tiles (TDPBF16PS); needs AMX-TILE and AMX-BF16 (CpuFeatures::amx).
 template <class TY> BsrKernels<bf16, TY> bsr_kernels_amx();
 /// SDDMM with K in pairs.
 SddmmKernels<bf16> sddmm_kernels_bf16();
+/// The same with a linear layer's dW (blocks of a multiple of 16) on AMX tiles.
+SddmmKernels<bf16> sddmm_kernels_amx();
 /// Symmetric products with pair kernels for block triangles (CSR triangles run
 /// symmetric_tile.inc's loop).
 template <class TY> SymmetricKernels<bf16, TY> symmetric_kernels_bf16();

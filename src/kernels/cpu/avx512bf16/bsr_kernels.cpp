@@ -14,6 +14,7 @@
 // CPU's ISA), though never on the thread count.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -1012,6 +1013,111 @@ void amx_bsr_compute(const BsrProduct<bf16, TY>& p, const void* packed, void* ws
   pairs_compute(p, packed, ws, r0, r1);
 }
 
+// A linear layer's weight gradient dW = dYᵀ X on AMX tiles: per stored block, C tiles of
+// 16 rows (dY's features) x 16 columns (X's) over K = 32 tokens a step. The A operand is
+// this block row's dY transposed, token pairs in dwords (row r: (dY(2kp, r),
+// dY(2kp + 1, r)) over kp), made per block row in the workspace; the B operand is X's
+// token pairs per block column (pack_pairs, as the vdpbf16ps SDDMM packs them, n = b
+// features a pair row), both zero past the tokens up to whole steps. Each element is one
+// fixed sum over the tokens: the same bits on any thread count.
+
+/// Whether the AMX kernel runs this SDDMM: a linear layer's dW (both operands token by
+/// token) with blocks of a multiple of 16.
+bool use_amx_sddmm(const BsrSampled<bf16>& p) { return p.x_transposed && p.y_transposed && p.b % 16 == 0; }
+
+/// Token pairs per operand row, rounded up to whole 32-token steps.
+index_t amx_sddmm_pairs(const BsrSampled<bf16>& p) { return round_up((p.width + 1) / 2, index_t{16}); }
+
+std::size_t amx_sddmm_packed_bytes(const BsrSampled<bf16>& p) {
+  if (!use_amx_sddmm(p)) return sddmm_pairs_packed_bytes(p);
+  return static_cast<std::size_t>(p.block_cols * amx_sddmm_pairs(p) * p.b) * sizeof(std::uint32_t);
+}
+
+std::size_t amx_sddmm_workspace_bytes(const BsrSampled<bf16>& p) {
+  if (!use_amx_sddmm(p)) return sddmm_pairs_workspace_bytes(p);
+  return static_cast<std::size_t>(p.b * p.b) * sizeof(float) +
+         static_cast<std::size_t>(p.b * amx_sddmm_pairs(p)) * sizeof(std::uint32_t);
+}
+
+void amx_sddmm_pack(const BsrSampled<bf16>& p, void* packed_v, index_t c0, index_t c1) {
+  if (!use_amx_sddmm(p)) return sddmm_pairs_pack(p, packed_v, c0, c1);
+  const index_t kp_pad = amx_sddmm_pairs(p), kpairs = (p.width + 1) / 2;
+  for (index_t bj = c0; bj < c1; ++bj) {
+    std::uint32_t* dst = static_cast<std::uint32_t*>(packed_v) + bj * kp_pad * p.b;
+    pack_pairs(p.Y + bj * p.b, p.ldy, true, min_index(p.b, p.cols - bj * p.b), p.b, p.width, dst);
+    std::fill(dst + kpairs * p.b, dst + kp_pad * p.b, 0u);
+  }
+}
+
+/// Rows [0, b) of dY's block row bi transposed as token pairs: dword kp of row r is
+/// (dY(2kp, r), dY(2kp + 1, r)), zero past the tokens (up to kp_pad) and the rows.
+/// Tiles of 16 pairs x 16 rows are dword transposes in registers; the edges go word by
+/// word.
+void amx_sddmm_rows(const BsrSampled<bf16>& p, index_t bi, index_t kp_pad, std::uint32_t* a) {
+  const bf16* x = p.X + bi * p.b;
+  const index_t rows = min_index(p.b, p.rows - bi * p.b), tokens = p.width;
+  const index_t kp_tiled = tokens / 32 * 16, r_tiled = rows / 16 * 16;
+  transposed_tiles<Vec<float>>(kp_tiled, r_tiled, [&](index_t kp, index_t r) {
+    const __m512i even = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2 * kp * p.ldx + r)));
+    const __m512i odd = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (2 * kp + 1) * p.ldx + r)));
+    return _mm512_castsi512_ps(interleave_words<0>(even, odd));
+  }, [&](index_t r, index_t kp, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(a + r * kp_pad + kp), v); });
+  const auto word = [&](index_t r, index_t t) -> std::uint32_t {
+    return r < rows && t < tokens ? x[t * p.ldx + r].bits : 0u;
+  };
+  for (index_t r = 0; r < p.b; ++r)
+    for (index_t kp = r < r_tiled ? kp_tiled : 0; kp < kp_pad; ++kp)
+      a[r * kp_pad + kp] = word(r, 2 * kp) | word(r, 2 * kp + 1) << 16;
+}
+
+void amx_sddmm_compute(const BsrSampled<bf16>& p, const void* packed_v, void* ws_v, index_t r0, index_t r1) {
+  if (!use_amx_sddmm(p)) return sddmm_pairs_compute(p, packed_v, ws_v, r0, r1);
+  const auto* packed = static_cast<const std::uint32_t*>(packed_v);
+  const index_t b = p.b, kp_pad = amx_sddmm_pairs(p);
+  auto* ws = static_cast<float*>(ws_v);
+  auto* a = reinterpret_cast<std::uint32_t*>(ws + b * b);
+  const auto lda = static_cast<long>(kp_pad * sizeof(std::uint32_t)), ldb = static_cast<long>(b * sizeof(std::uint32_t));
+  const auto ldw = static_cast<long>(b * sizeof(float));
+  const TileConfig config(32);
+  _tile_loadconfig(&config);
+  for (index_t bi = r0; bi < r1; ++bi) {
+    if (p.ptr[bi] == p.ptr[bi + 1]) continue;
+    amx_sddmm_rows(p, bi, kp_pad, a);
+    const index_t rows = min_index(b, p.rows - bi * b);
+    for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
+      const std::uint32_t* y = packed + p.idx[q] * kp_pad * b;
+      for (index_t og = 0; og < b; og += 32)
+        for (index_t ig = 0; ig < b; ig += 32) {
+          const bool two_rows = og + 16 < b, two_cols = ig + 16 < b;
+          _tile_zero(0);
+          _tile_zero(1);
+          _tile_zero(2);
+          _tile_zero(3);
+          for (index_t kp = 0; kp < kp_pad; kp += 16) {
+            _tile_loadd(4, a + og * kp_pad + kp, lda);
+            _tile_loadd(6, y + kp * b + ig, ldb);
+            _tile_dpbf16ps(0, 4, 6);
+            if (two_cols) {
+              _tile_loadd(7, y + kp * b + ig + 16, ldb);
+              _tile_dpbf16ps(1, 4, 7);
+            }
+            if (two_rows) {
+              _tile_loadd(5, a + (og + 16) * kp_pad + kp, lda);
+              _tile_dpbf16ps(2, 5, 6);
+              if (two_cols) _tile_dpbf16ps(3, 5, 7);
+            }
+          }
+          _tile_stored(0, ws + og * b + ig, ldw);
+          if (two_cols) _tile_stored(1, ws + og * b + ig + 16, ldw);
+          if (two_rows) _tile_stored(2, ws + (og + 16) * b + ig, ldw);
+          if (two_rows && two_cols) _tile_stored(3, ws + (og + 16) * b + ig + 16, ldw);
+        }
+      sddmm_write(p, q, ws, b, rows, min_index(b, p.cols - p.idx[q] * b));
+    }
+  }
+  _tile_release();
+}
+
 }  // namespace
 
 template <class TY>
@@ -1030,6 +1136,10 @@ template BsrKernels<bf16, bf16> bsr_kernels_amx<bf16>();
 
 SddmmKernels<bf16> sddmm_kernels_bf16() {
   return {&sddmm_pairs_packed_bytes, &sddmm_pairs_workspace_bytes, &sddmm_pairs_pack, &sddmm_pairs_compute};
+}
+
+SddmmKernels<bf16> sddmm_kernels_amx() {
+  return {&amx_sddmm_packed_bytes, &amx_sddmm_workspace_bytes, &amx_sddmm_pack, &amx_sddmm_compute};
 }
 
 template <class TY>
