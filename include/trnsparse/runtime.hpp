@@ -22,8 +22,8 @@ namespace trnsparse {
 /// Instruction sets with kernels of their own. `avx512_bf16` is `avx512` with AVX512-BF16
 /// dot products (vdpbf16ps) for bf16 operands, where `avx512` widens bf16 to fp32; the
 /// two run the same kernels for fp32 and fp64. `amx` is `avx512_bf16` with AMX tiles
-/// (TDPBF16PS) for a bf16 linear layer's forward and input gradient (linear.hpp: Y = X Wᵀ
-/// and dX = dY W, blocks of a multiple of 16); everything else runs avx512_bf16's kernels.
+/// (TDPBF16PS) for a bf16 linear layer's three products (linear.hpp: Y = X Wᵀ, dX = dY W
+/// and dW = dYᵀ X, blocks of a multiple of 16); everything else runs avx512_bf16's kernels.
 enum class Isa { scalar, avx2, avx512, avx512_bf16, amx };
 /// Every Isa value, in order.
 inline constexpr Isa all_isas[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_bf16, Isa::amx};

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/dispatch.hpp"
 #include "kernel_support.hpp"
+#include "kernels/cpu/tables.hpp"
 #include "support.hpp"
 #include "trnsparse/linear.hpp"
 
@@ -249,6 +251,24 @@ TYPED_TEST(DeterminismLinear, EveryProductGivesTheSameBitsOnAnyThreadCount) {
       linear_backward_bias<TA>(dY.view(), std::span<Acc>(db));
       return db;
     });
+  }
+}
+
+/// bf16 BSR products and SDDMMs run the AMX tables on amx alone (avx512_bf16 keeps the
+/// vdpbf16ps ones), so the tests above, which run every supported ISA, hold both to the
+/// reference on an AMX host; fp32 never runs them.
+TEST(KernelLinearAmx, AmxTablesOnAmxAlone) {
+  const RuntimeGuard guard;
+  const auto amx = kernels::cpu::avx512bf16::bsr_kernels_amx<float>();
+  const auto amx_sddmm = kernels::cpu::avx512bf16::sddmm_kernels_amx();
+  for (const Isa isa : supported_isas()) {
+    SCOPED_TRACE(std::string(to_string(isa)));
+    set_isa(isa);
+    const bool on_amx = isa == Isa::amx;
+    EXPECT_EQ((dispatch::bsr_kernels<bf16, float>().compute == amx.compute), on_amx);
+    EXPECT_EQ(dispatch::sddmm_kernels<bf16>().compute == amx_sddmm.compute, on_amx);
+    EXPECT_NE(reinterpret_cast<const void*>((dispatch::bsr_kernels<float, float>().compute)),
+              reinterpret_cast<const void*>(amx.compute));
   }
 }
 
