@@ -889,12 +889,12 @@ void sddmm_pairs_compute(const BsrSampled<bf16>& p, const void* packed_v, void* 
 // of the blocks: the pack ranges split B's block rows, and the same fractions of the
 // blocks go with them). X (or dY) is packed as token-lane pair rows (token_lanes_pack),
 // which is TDPBF16PS's B layout: pair row kp of a panel holds the 16 tokens' (X(t, 2kp),
-// X(t, 2kp + 1)). Each group of two 16-row groups by two 16-token
-// panels keeps its four C tiles over the block row's stored blocks (each output one fixed
-// sum: the same bits on any thread count), then write_out adds the bias and writes Y.
-// Rows past the layer's (a block's zero padding) are computed and not written; tokens
-// and features past the last meet packed zeros. TDPBF16PS, like vdpbf16ps, flushes
-// subnormal inputs and outputs to zero.
+// X(t, 2kp + 1)). Each group of two 16-row groups by two 16-token panels keeps its four
+// C tiles over the block row's stored blocks (each output one fixed sum: the same bits on
+// any thread count), then write_out adds the bias and writes Y. Rows past the layer's (a
+// block's zero padding) are computed and not written; tokens and features past the last
+// meet packed zeros. TDPBF16PS, like vdpbf16ps, flushes subnormal inputs and outputs to
+// zero. The weight gradient's SDDMM follows (amx_sddmm_*).
 
 /// Whether the AMX kernel runs this product: a linear layer's forward or input gradient
 /// (B and C token by token) with blocks of a multiple of 16 rows, stored in one array
@@ -904,8 +904,8 @@ bool use_amx(const BsrProduct<bf16, TY>& p) {
   return p.b_transposed && p.c_transposed && p.b % 16 == 0 && !(p.trans_a && p.block_at);
 }
 
-/// bf16 words of the packed B (token-lane pair rows, all panels); the transposed blocks of a
-/// transposed A follow them.
+/// bf16 words of the packed B (token-lane pair rows, all panels); the transposed blocks
+/// of a transposed A follow them.
 template <class TY>
 index_t amx_panel_words(const BsrProduct<bf16, TY>& p) {
   return token_panels(p) * p.in_block_rows * p.b * kLaneTokens;
@@ -931,7 +931,7 @@ struct alignas(64) TileConfig {
 template <class TY>
 void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, index_t r0, index_t r1) {
   const index_t b = p.b, K = b % 32 == 0 ? 32 : 16;
-  const index_t panels = token_panels(p), panel_words = p.in_block_rows * b / 2 * kLaneTokens;
+  const index_t panels = token_panels(p), panel_dwords = p.in_block_rows * b / 2 * kLaneTokens;
   const index_t last = p.ptr[r1];
   const bf16* transposed = reinterpret_cast<const bf16*>(packed + amx_panel_words(p) / 2);
   const auto block = [&](index_t q) {
@@ -955,13 +955,13 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
         for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
           if (g == 0 && tp == 0 && !p.trans_a) decode_prefetch(p, q, last);
           const bf16* w = block(q) + g * b;
-          const std::uint32_t* x = packed + tp * panel_words + p.column(q) * b / 2 * kLaneTokens;
+          const std::uint32_t* x = packed + tp * panel_dwords + p.column(q) * b / 2 * kLaneTokens;
           for (index_t k = 0; k < b; k += K) {
             _tile_loadd(4, w + k, lda);
             _tile_loadd(6, x + k / 2 * kLaneTokens, ldx);
             _tile_dpbf16ps(0, 4, 6);
             if (two_panels) {
-              _tile_loadd(7, x + panel_words + k / 2 * kLaneTokens, ldx);
+              _tile_loadd(7, x + panel_dwords + k / 2 * kLaneTokens, ldx);
               _tile_dpbf16ps(1, 4, 7);
             }
             if (two_groups) {
