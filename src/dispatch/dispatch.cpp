@@ -57,8 +57,8 @@ kernels::BsrKernels<TA, TY> avx512bf16_bsr() {
   else return cpu::avx512::bsr_kernels<TA, TY>();
 }
 
-/// The AMX BSR table: bf16 operands on AMX tiles (a linear layer's forward) and
-/// vdpbf16ps, others as AVX-512's.
+/// The AMX BSR table: bf16 operands on AMX tiles (a linear layer's forward and input
+/// gradient) and vdpbf16ps, others as AVX-512's.
 template <class TA, class TY>
 kernels::BsrKernels<TA, TY> amx_bsr() {
   if constexpr (std::is_same_v<TA, bf16>) return cpu::avx512bf16::bsr_kernels_amx<TY>();

@@ -31,17 +31,17 @@ void csr_product(acc_t<TA> alpha, index_t m, index_t n, std::span<const index_t>
   detail::check_no_alias(values.data(), values.size_bytes(), C, detail::span_bytes(DenseView<TY>(C, m, k, ldc)),
                          "spmm", "A", "C");
   const kernels::CsrProduct<TA, TY, TV> prod{.width = k,
-                                         .in_rows = n,
-                                         .ptr = ptr.data(),
-                                         .idx = idx,
-                                         .idx32 = idx32,
-                                         .values = values.data(),
-                                         .alpha = alpha,
-                                         .beta = beta,
-                                         .B = B,
-                                         .ldb = ldb,
-                                         .C = C,
-                                         .ldc = ldc};
+                                             .in_rows = n,
+                                             .ptr = ptr.data(),
+                                             .idx = idx,
+                                             .idx32 = idx32,
+                                             .values = values.data(),
+                                             .alpha = alpha,
+                                             .beta = beta,
+                                             .B = B,
+                                             .ldb = ldb,
+                                             .C = C,
+                                             .ldc = ldc};
   const auto& kernel = dispatch::csr_kernels<TA, TY, TV>();
   const int parts =
       detail::parts_for(m, detail::work_ns(detail::Work::csr, static_cast<double>(values.size()) * static_cast<double>(k), k));

@@ -928,6 +928,43 @@ struct alignas(64) TileConfig {
   }
 };
 
+/// The 2 x 2 group of C tiles both AMX kernels keep: C(i, j) (tile 2i + j) += A(i) B(j),
+/// A(i) in tile 4 + i, B(j) in tile 6 + j. The second A (B) takes part only with two_a
+/// (two_b): a last group of 16 rows, a last panel of 16 tokens or columns.
+struct TileGroup {
+  bool two_a, two_b;
+
+  static void zero() {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  /// One K step, the A tiles at a0, a1 (lda bytes a row) and the B tiles at b0, b1.
+  void step(const void* a0, const void* a1, long lda, const void* b0, const void* b1, long ldb) const {
+    _tile_loadd(4, a0, lda);
+    _tile_loadd(6, b0, ldb);
+    _tile_dpbf16ps(0, 4, 6);
+    if (two_b) {
+      _tile_loadd(7, b1, ldb);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if (two_a) {
+      _tile_loadd(5, a1, lda);
+      _tile_dpbf16ps(2, 5, 6);
+      if (two_b) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  /// The tiles that take part, C(i, j) at c + (16 i) ldc + 16 j (ldc floats a row).
+  void store(float* c, index_t ldc) const {
+    const auto bytes = static_cast<long>(ldc * sizeof(float));
+    _tile_stored(0, c, bytes);
+    if (two_b) _tile_stored(1, c + 16, bytes);
+    if (two_a) _tile_stored(2, c + 16 * ldc, bytes);
+    if (two_a && two_b) _tile_stored(3, c + 16 * ldc + 16, bytes);
+  }
+};
+
 template <class TY>
 void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, index_t r0, index_t r1) {
   const index_t b = p.b, K = b % 32 == 0 ? 32 : 16;
@@ -945,37 +982,19 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
   for (index_t bi = r0; bi < r1; ++bi) {
     const index_t rows = min_index(b, p.out_rows - bi * b);
     for (index_t g = 0; g < rows; g += 32) {
-      const bool two_groups = g + 16 < rows;
       for (index_t tp = 0; tp < panels; tp += 2) {
-        const bool two_panels = tp + 1 < panels;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
+        const TileGroup group{.two_a = g + 16 < rows, .two_b = tp + 1 < panels};  // row groups x token panels
+        TileGroup::zero();
         for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
           if (g == 0 && tp == 0 && !p.trans_a) decode_prefetch(p, q, last);
           const bf16* w = block(q) + g * b;
           const std::uint32_t* x = packed + tp * panel_dwords + p.column(q) * b / 2 * kLaneTokens;
           for (index_t k = 0; k < b; k += K) {
-            _tile_loadd(4, w + k, lda);
-            _tile_loadd(6, x + k / 2 * kLaneTokens, ldx);
-            _tile_dpbf16ps(0, 4, 6);
-            if (two_panels) {
-              _tile_loadd(7, x + panel_dwords + k / 2 * kLaneTokens, ldx);
-              _tile_dpbf16ps(1, 4, 7);
-            }
-            if (two_groups) {
-              _tile_loadd(5, w + 16 * b + k, lda);
-              _tile_dpbf16ps(2, 5, 6);
-              if (two_panels) _tile_dpbf16ps(3, 5, 7);
-            }
+            const std::uint32_t* xk = x + k / 2 * kLaneTokens;
+            group.step(w + k, w + 16 * b + k, lda, xk, xk + panel_dwords, ldx);
           }
         }
-        const auto ldo_bytes = static_cast<long>(ldo * sizeof(float));
-        _tile_stored(0, out, ldo_bytes);
-        _tile_stored(1, out + kLaneTokens, ldo_bytes);
-        _tile_stored(2, out + 16 * ldo, ldo_bytes);
-        _tile_stored(3, out + 16 * ldo + kLaneTokens, ldo_bytes);
+        group.store(out, ldo);  // write_out reads only the rows and tokens these hold
         write_out(p, out, ldo, bi * b + g, min_index(32, rows - g), tp * kLaneTokens,
                   min_index(ldo, p.width - tp * kLaneTokens));
       }
@@ -1077,7 +1096,6 @@ void amx_sddmm_compute(const BsrSampled<bf16>& p, const void* packed_v, void* ws
   auto* ws = static_cast<float*>(ws_v);
   auto* a = reinterpret_cast<std::uint32_t*>(ws + b * b);
   const auto lda = static_cast<long>(kp_pad * sizeof(std::uint32_t)), ldb = static_cast<long>(b * sizeof(std::uint32_t));
-  const auto ldw = static_cast<long>(b * sizeof(float));
   const TileConfig config(32);
   _tile_loadconfig(&config);
   for (index_t bi = r0; bi < r1; ++bi) {
@@ -1088,29 +1106,14 @@ void amx_sddmm_compute(const BsrSampled<bf16>& p, const void* packed_v, void* ws
       const std::uint32_t* y = packed + p.idx[q] * kp_pad * b;
       for (index_t og = 0; og < b; og += 32)
         for (index_t ig = 0; ig < b; ig += 32) {
-          const bool two_rows = og + 16 < b, two_cols = ig + 16 < b;
-          _tile_zero(0);
-          _tile_zero(1);
-          _tile_zero(2);
-          _tile_zero(3);
+          const TileGroup group{.two_a = og + 16 < b, .two_b = ig + 16 < b};  // row groups x column groups
+          TileGroup::zero();
           for (index_t kp = 0; kp < kp_pad; kp += 16) {
-            _tile_loadd(4, a + og * kp_pad + kp, lda);
-            _tile_loadd(6, y + kp * b + ig, ldb);
-            _tile_dpbf16ps(0, 4, 6);
-            if (two_cols) {
-              _tile_loadd(7, y + kp * b + ig + 16, ldb);
-              _tile_dpbf16ps(1, 4, 7);
-            }
-            if (two_rows) {
-              _tile_loadd(5, a + (og + 16) * kp_pad + kp, lda);
-              _tile_dpbf16ps(2, 5, 6);
-              if (two_cols) _tile_dpbf16ps(3, 5, 7);
-            }
+            const std::uint32_t* ak = a + og * kp_pad + kp;
+            const std::uint32_t* yk = y + kp * b + ig;
+            group.step(ak, ak + 16 * kp_pad, lda, yk, yk + 16, ldb);
           }
-          _tile_stored(0, ws + og * b + ig, ldw);
-          if (two_cols) _tile_stored(1, ws + og * b + ig + 16, ldw);
-          if (two_rows) _tile_stored(2, ws + (og + 16) * b + ig, ldw);
-          if (two_rows && two_cols) _tile_stored(3, ws + (og + 16) * b + ig + 16, ldw);
+          group.store(ws + og * b + ig, b);
         }
       sddmm_write(p, q, ws, b, rows, min_index(b, p.cols - p.idx[q] * b));
     }
