@@ -73,7 +73,7 @@ void run_spgemm(const kernels::SpgemmProduct<TA, TC>& prob, std::span<const inde
   const auto& k = dispatch::spgemm_kernels<TA, TC>();
   const double b = static_cast<double>(prob.b);
   const double madds = static_cast<double>(cost.back()) * b * b * b;
-  const Work family = prob.b == 1 ? Work::csr : prob.b <= 8 ? Work::small_blocks : Work::tiles;
+  const Work family = prob.b == 1 ? Work::spgemm : prob.b <= 8 ? Work::small_blocks : Work::tiles;
   const int parts = parts_for(rows, work_ns(family, madds));
   const std::vector<index_t> pieces = balanced_split(cost, pieces_for(parts));
   const std::size_t ws = round_to_line(k.workspace_bytes(prob));

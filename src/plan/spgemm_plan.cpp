@@ -235,8 +235,9 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   cost_ = detail::spgemm_cost(v.L, v.R);
   const index_t rows = v.block_rows;
 
-  // Rows are split by block products (the symbolic work is one bit test per product).
-  const int parts = detail::parts_for(rows, detail::work_ns(detail::Work::csr, static_cast<double>(cost_.back())));
+  // Rows are split by block products (the symbolic work is a bit test per product, a few
+  // ns each on scattered rows: Work::spgemm).
+  const int parts = detail::parts_for(rows, detail::work_ns(detail::Work::spgemm, static_cast<double>(cost_.back())));
   const std::vector<index_t> pieces = detail::balanced_split(cost_, detail::pieces_for(parts));
   const auto n_pieces = static_cast<index_t>(pieces.size()) - 1;
   // One pass: each thread appends the columns of the rows it does to its own buffer,

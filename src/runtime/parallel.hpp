@@ -55,13 +55,15 @@ enum class Work {
   tiles,         ///< multiply-adds of larger blocks (packed tiles, SDDMM)
   attention,     ///< stored blocks times b * b * head dim
   stream,        ///< values a streaming pass reads or writes (solver vectors, copies)
+  spgemm,        ///< terms L(i, k)·R(k, j) of a sparse × sparse product (a scattered update each)
 };
 
 /// The one-thread time, in ns, of `work` units of `family` against a dense operand of
 /// `width` columns: a cost per unit that falls with the width towards the family's
 /// compute rate. The costs are one core's speeds in cache from the calibration runs of
-/// docs/benchmarks.md ("Threads and busy machines"); they only decide how many threads a
-/// pass is worth, so an error in one moves that line by as much.
+/// docs/benchmarks.md ("Threads and busy machines"; SpGEMM's in docs/spgemm.md); they
+/// only decide how many threads a pass is worth, so an error in one moves that line by
+/// as much.
 constexpr double work_ns(Work family, double work, index_t width = 1) noexcept {
   const double w = static_cast<double>(width < 1 ? 1 : width);
   switch (family) {
@@ -70,6 +72,7 @@ constexpr double work_ns(Work family, double work, index_t width = 1) noexcept {
     case Work::tiles: return work * (0.01 + 0.08 / w);
     case Work::attention: return work * 0.025;
     case Work::stream: return work * 0.15;
+    case Work::spgemm: return work * 3.0;
   }
   return work;
 }
