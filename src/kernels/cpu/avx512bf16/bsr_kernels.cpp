@@ -965,6 +965,9 @@ struct TileGroup {
   }
 };
 
+/// Half of a core's L2 on the CPUs with AMX (2 MiB): what amx_compute keeps there.
+inline constexpr index_t kAmxChunkBytes = index_t{1} << 20;
+
 template <class TY>
 void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, index_t r0, index_t r1) {
   const index_t b = p.b, K = b % 32 == 0 ? 32 : 16;
@@ -977,30 +980,52 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
   const auto lda = static_cast<long>(b * sizeof(bf16)), ldx = static_cast<long>(kLaneTokens * sizeof(float));
   constexpr index_t ldo = 2 * kLaneTokens;  // out: 32 rows x 32 tokens
   alignas(64) float out[2 * 16 * ldo];
+  // B's token panels come in chunks, the outer loop, each chunk read by every block row
+  // of the range. When the range's blocks fit in half of L2 they stay there, and B goes
+  // through a pair of panels at a time; else they stream from L3 once per chunk, and
+  // chunks of kAmxChunkBytes of B amortise that.
+  const index_t range_bytes = (p.ptr[r1] - p.ptr[r0]) * b * b * index_t{sizeof(bf16)};
+  const index_t pair_bytes = 2 * panel_dwords * index_t{sizeof(std::uint32_t)};
+  const index_t chunk = range_bytes <= kAmxChunkBytes ? 2 : std::max<index_t>(1, kAmxChunkBytes / pair_bytes) * 2;
   const TileConfig config(K);
   _tile_loadconfig(&config);
-  for (index_t bi = r0; bi < r1; ++bi) {
-    const index_t rows = min_index(b, p.out_rows - bi * b);
-    for (index_t g = 0; g < rows; g += 32) {
-      for (index_t tp = 0; tp < panels; tp += 2) {
-        const TileGroup group{.two_a = g + 16 < rows, .two_b = tp + 1 < panels};  // row groups x token panels
-        TileGroup::zero();
-        for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-          if (g == 0 && tp == 0 && !p.trans_a) decode_prefetch(p, q, last);
-          const bf16* w = block(q) + g * b;
-          const std::uint32_t* x = packed + tp * panel_dwords + p.column(q) * b / 2 * kLaneTokens;
-          for (index_t k = 0; k < b; k += K) {
-            const std::uint32_t* xk = x + k / 2 * kLaneTokens;
-            group.step(w + k, w + 16 * b + k, lda, xk, xk + panel_dwords, ldx);
+  for (index_t t0 = 0; t0 < panels; t0 += chunk) {
+    const index_t t1 = min_index(panels, t0 + chunk);
+    for (index_t bi = r0; bi < r1; ++bi) {
+      const index_t rows = min_index(b, p.out_rows - bi * b);
+      for (index_t g = 0; g < rows; g += 32) {
+        for (index_t tp = t0; tp < t1; tp += 2) {
+          const TileGroup group{.two_a = g + 16 < rows, .two_b = tp + 1 < panels};  // row groups x token panels
+          TileGroup::zero();
+          for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
+            if (g == 0 && tp == t0 && !p.trans_a) decode_prefetch(p, q, last);
+            const bf16* w = block(q) + g * b;
+            const std::uint32_t* x = packed + tp * panel_dwords + p.column(q) * b / 2 * kLaneTokens;
+            for (index_t k = 0; k < b; k += K) {
+              const std::uint32_t* xk = x + k / 2 * kLaneTokens;
+              group.step(w + k, w + 16 * b + k, lda, xk, xk + panel_dwords, ldx);
+            }
           }
+          group.store(out, ldo);  // write_out reads only the rows and tokens these hold
+          write_out(p, out, ldo, bi * b + g, min_index(32, rows - g), tp * kLaneTokens,
+                    min_index(ldo, p.width - tp * kLaneTokens));
         }
-        group.store(out, ldo);  // write_out reads only the rows and tokens these hold
-        write_out(p, out, ldo, bi * b + g, min_index(32, rows - g), tp * kLaneTokens,
-                  min_index(ldo, p.width - tp * kLaneTokens));
       }
     }
   }
   _tile_release();
+}
+
+/// a[r * lda + kp] = (x(2kp, r), x(2kp + 1, r)), x's element (t, r) at x[t * ldx + r],
+/// for kp in [0, kp_n) and r in [0, r_n), both multiples of 16: M transposed as pairs
+/// of its rows, the A layout of TDPBF16PS. Two rows of 16 words interleaved make 16
+/// pair dwords, and 16 x 16 dword tiles are transposed in registers.
+void transpose_pairs(const bf16* x, index_t ldx, index_t kp_n, index_t r_n, std::uint32_t* a, index_t lda) {
+  transposed_tiles<Vec<float>>(kp_n, r_n, [&](index_t kp, index_t r) {
+    const __m512i even = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2 * kp * ldx + r)));
+    const __m512i odd = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (2 * kp + 1) * ldx + r)));
+    return _mm512_castsi512_ps(interleave_words<0>(even, odd));
+  }, [&](index_t r, index_t kp, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(a + r * lda + kp), v); });
 }
 
 template <class TY>
@@ -1019,11 +1044,16 @@ void amx_pack(const BsrProduct<bf16, TY>& p, void* packed, index_t r0, index_t r
   if (!use_amx(p)) return pairs_pack(p, packed, r0, r1);
   token_lanes_pack(p, static_cast<std::uint32_t*>(packed), r0, r1);
   if (!p.trans_a) return;
-  const index_t bb = p.b * p.b, blocks = p.stored / bb;
+  const index_t b = p.b, bb = b * b, blocks = p.stored / bb;
   bf16* out = static_cast<bf16*>(packed) + amx_panel_words(p);
-  for (index_t s = r0 * blocks / p.in_block_rows; s < r1 * blocks / p.in_block_rows; ++s)
-    for (index_t r = 0; r < p.b; ++r)
-      for (index_t c = 0; c < p.b; ++c) out[s * bb + c * p.b + r] = p.blocks[s * bb + r * p.b + c];
+  for (index_t s = r0 * blocks / p.in_block_rows; s < r1 * blocks / p.in_block_rows; ++s) {
+    if (b % 32 == 0) {  // whole tiles of 16 row pairs: row c of the transposed block is b / 2 pairs
+      transpose_pairs(p.blocks + s * bb, b, b / 2, b, reinterpret_cast<std::uint32_t*>(out + s * bb), b / 2);
+      continue;
+    }
+    for (index_t r = 0; r < b; ++r)
+      for (index_t c = 0; c < b; ++c) out[s * bb + c * b + r] = p.blocks[s * bb + r * b + c];
+  }
 }
 
 template <class TY>
@@ -1069,18 +1099,13 @@ void amx_sddmm_pack(const BsrSampled<bf16>& p, void* packed_v, index_t c0, index
 }
 
 /// Rows [0, b) of dY's block row bi transposed as token pairs: dword kp of row r is
-/// (dY(2kp, r), dY(2kp + 1, r)), zero past the tokens (up to kp_pad) and the rows.
-/// Tiles of 16 pairs x 16 rows are dword transposes in registers; the edges go word by
-/// word.
+/// (dY(2kp, r), dY(2kp + 1, r)), zero past the tokens (up to kp_pad) and the rows. The
+/// whole tiles go through transpose_pairs; the edges go word by word.
 void amx_sddmm_rows(const BsrSampled<bf16>& p, index_t bi, index_t kp_pad, std::uint32_t* a) {
   const bf16* x = p.X + bi * p.b;
   const index_t rows = min_index(p.b, p.rows - bi * p.b), tokens = p.width;
   const index_t kp_tiled = tokens / 32 * 16, r_tiled = rows / 16 * 16;
-  transposed_tiles<Vec<float>>(kp_tiled, r_tiled, [&](index_t kp, index_t r) {
-    const __m512i even = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2 * kp * p.ldx + r)));
-    const __m512i odd = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + (2 * kp + 1) * p.ldx + r)));
-    return _mm512_castsi512_ps(interleave_words<0>(even, odd));
-  }, [&](index_t r, index_t kp, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(a + r * kp_pad + kp), v); });
+  transpose_pairs(x, p.ldx, kp_tiled, r_tiled, a, kp_pad);
   const auto word = [&](index_t r, index_t t) -> std::uint32_t {
     return r < rows && t < tokens ? x[t * p.ldx + r].bits : 0u;
   };
