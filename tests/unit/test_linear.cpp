@@ -39,6 +39,9 @@ std::vector<LinearCase> cases() {
       {"small_b4", 30, 22, 4, 5},
       {"b64_one_token", 130, 200, 64, 1},
       {"b128_full", 128, 160, 128, 40, full},
+      // A block row of more than 1 MiB of bf16 blocks (33 of 128 x 128): AMX takes X's
+      // token panels in chunks of 6, so 7 panels make a whole chunk and a lone panel.
+      {"b128_token_chunks", 130, 4200, 128, 100, full},
       {"empty_layout", 40, 33, 16, 7, none},
       // Decode (at most 16 tokens, b a multiple of 8 and of the vector width): 1, 2 and
       // groups of 4 tokens, a partial last group, a partial last block row and column.
@@ -240,6 +243,17 @@ TYPED_TEST(DeterminismLinear, EveryProductGivesTheSameBitsOnAnyThreadCount) {
     linear_backward_input<TA, TY>(weight_of(W), dY.view(), dx.view());
     return values(dx);
   });
+  if constexpr (std::is_same_v<TA, bf16>) {
+    // On AMX, a thread's block rows of more than 1 MiB of blocks (one thread: both of
+    // wide's, 1.15 MB) take X in chunks of 14 token panels, and 576 KB in pairs of panels.
+    const BsrMatrix<TA> wide = random_bsr<TA>(this->rng, 130, 2200, 128, {1.0, 0.0, false, 0.0});
+    const Dense<TA> many = random_dense<TA>(this->rng, 300, 2200);
+    expect_thread_independent([&] {
+      Dense<TY> y(300, 130);
+      linear_forward<TA, TY>(weight_of(wide), many.view(), {}, y.view());
+      return values(y);
+    });
+  }
   if constexpr (std::is_same_v<TA, TY>) {
     expect_thread_independent([&] {
       BsrMatrix<TA> dW(W.structure_ptr());
