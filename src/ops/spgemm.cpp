@@ -35,9 +35,9 @@ const char* form_name(SpgemmForm form) {
   return "multiply";
 }
 
-void check_tolerance(const char* who, double tol, const std::string& operands) {
+void check_tolerance(const char* who, double tol, const detail::DescribeOperands& operands) {
   if (!(tol >= 0.0))
-    throw InvalidArgument(concat(who, ": drop_tolerance = ", tol, " must be >= 0 (and not NaN): ", operands));
+    throw InvalidArgument(concat(who, ": drop_tolerance = ", tol, " must be >= 0 (and not NaN): ", operands()));
 }
 
 /// The 32-bit column indices the CSR kernel reads for a right operand read by rows.
@@ -180,7 +180,7 @@ auto multiply_with(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, dou
   using TC = acc_t<T>;
   constexpr bool blocked = std::is_same_v<Matrix, BsrMatrix<T>>;
   using Result = std::conditional_t<blocked, BsrMatrix<TC>, CsrMatrix<TC>>;
-  check_tolerance(form_name(plan.form()), drop_tolerance, describe(A, B));
+  check_tolerance(form_name(plan.form()), drop_tolerance, [&] { return describe(A, B); });
   const std::shared_ptr<const BsrStructure>& c = plan.structure();
   const index_t bb = c->block_size() * c->block_size();
   std::vector<TC> vals = detail::huge_vector<TC>(plan.stored() * bb, "multiply: C's values");
@@ -210,12 +210,13 @@ BsrMatrix<acc_t<T>> SpgemmPlan::multiply(const BsrMatrix<T>& A, const BsrMatrix<
 
 template <Value T>
 std::shared_ptr<const SpgemmPlan> spgemm_plan(const CsrMatrix<T>& A, const CsrMatrix<T>& B, SpgemmForm form) {
-  detail::check_spgemm_operands(form_name(form), *A.structure_ptr(), *B.structure_ptr(), form, describe(A, B));
+  detail::check_spgemm_operands(form_name(form), *A.structure_ptr(), *B.structure_ptr(), form,
+                                [&] { return describe(A, B); });
   return detail::cached_spgemm_plan(A.structure_ptr(), B.structure_ptr(), form);
 }
 template <Value T>
 std::shared_ptr<const SpgemmPlan> spgemm_plan(const BsrMatrix<T>& A, const BsrMatrix<T>& B, SpgemmForm form) {
-  detail::check_spgemm_operands(form_name(form), A.structure(), B.structure(), form, describe(A, B));
+  detail::check_spgemm_operands(form_name(form), A.structure(), B.structure(), form, [&] { return describe(A, B); });
   return detail::cached_spgemm_plan(A.structure_ptr(), B.structure_ptr(), form);
 }
 
@@ -223,8 +224,7 @@ namespace {
 
 template <class Matrix>
 auto product(const Matrix& A, const Matrix& B, SpgemmForm form, double drop_tolerance) {
-  const std::string operands = describe(A, B);
-  check_tolerance(form_name(form), drop_tolerance, operands);
+  check_tolerance(form_name(form), drop_tolerance, [&] { return describe(A, B); });
   return spgemm_plan(A, B, form)->multiply(A, B, drop_tolerance);
 }
 
@@ -251,10 +251,12 @@ namespace {
 
 template <class Matrix>
 auto triple(const Matrix& P, const Matrix& A, double drop_tolerance) {
-  const std::string operands = concat("P is ", P.rows(), " x ", P.cols(), ", A is ", A.rows(), " x ", A.cols());
+  const auto operands = [&] {
+    return concat("P is ", P.rows(), " x ", P.cols(), ", A is ", A.rows(), " x ", A.cols());
+  };
   check_tolerance("galerkin", drop_tolerance, operands);
   if (A.rows() != A.cols() || A.cols() != P.rows())
-    throw DimensionMismatch(concat("galerkin: Pᵀ·A·P needs a square A with A.cols() == P.rows(): ", operands));
+    throw DimensionMismatch(concat("galerkin: Pᵀ·A·P needs a square A with A.cols() == P.rows(): ", operands()));
   const auto AP = product(A, P, SpgemmForm::a_b, 0.0);
   using TC = detail::value_of<std::remove_cvref_t<decltype(AP)>>;
   using T = detail::value_of<Matrix>;

@@ -36,12 +36,14 @@ void backward(const Matrix& A, const Matrix& B, const Matrix& dC, std::span<T> d
   const auto& sa = A.structure_ptr();
   const auto& sb = B.structure_ptr();
   const auto& sc = dC.structure_ptr();
-  const std::string operands = concat(detail::describe_operands(*sa, *sb), ", dC is ", sc->rows(), " x ", sc->cols(),
-                                      " (block size ", sc->block_size(), ")");
+  const auto operands = [&] {
+    return concat(detail::describe_operands(*sa, *sb), ", dC is ", sc->rows(), " x ", sc->cols(), " (block size ",
+                  sc->block_size(), ")");
+  };
   detail::check_spgemm_operands(who, *sa, *sb, SpgemmForm::a_b, operands);
-  if (sc->block_size() != sa->block_size()) throw InvalidArgument(concat(who, ": block sizes differ: ", operands));
+  if (sc->block_size() != sa->block_size()) throw InvalidArgument(concat(who, ": block sizes differ: ", operands()));
   if (sc->rows() != sa->rows() || sc->cols() != sb->cols())
-    throw DimensionMismatch(concat(who, ": dC must be A.rows() x B.cols(): ", operands));
+    throw DimensionMismatch(concat(who, ": dC must be A.rows() x B.cols(): ", operands()));
   const index_t bb = sa->block_size() * sa->block_size();
   if (!dA.empty())
     detail::check_dim(static_cast<index_t>(dA.size()), sa->n_blocks() * bb, who, "dA", "values", "A's stored values");

@@ -55,30 +55,30 @@ std::string describe_operands(const BsrStructure& a, const BsrStructure& b) {
 }
 
 void check_spgemm_operands(const char* who, const BsrStructure& a, const BsrStructure& b, SpgemmForm form,
-                           const std::string& operands) {
+                           const DescribeOperands& operands) {
   if (a.block_size() != b.block_size())
-    throw InvalidArgument(concat(who, ": block sizes differ: ", operands));
+    throw InvalidArgument(concat(who, ": block sizes differ: ", operands()));
   switch (form) {
     case SpgemmForm::a_b:
       if (a.cols() != b.rows())
-        throw DimensionMismatch(concat(who, ": A.cols() = ", a.cols(), " != B.rows() = ", b.rows(), ": ", operands));
+        throw DimensionMismatch(concat(who, ": A.cols() = ", a.cols(), " != B.rows() = ", b.rows(), ": ", operands()));
       break;
     case SpgemmForm::at_b:
       if (a.rows() != b.rows())
         throw DimensionMismatch(concat(who, ": Aᵀ·B needs A.rows() = ", a.rows(), " == B.rows() = ", b.rows(), ": ",
-                                       operands));
+                                       operands()));
       break;
     case SpgemmForm::a_bt:
       if (a.cols() != b.cols())
         throw DimensionMismatch(concat(who, ": A·Bᵀ needs A.cols() = ", a.cols(), " == B.cols() = ", b.cols(), ": ",
-                                       operands));
+                                       operands()));
       break;
   }
   // The kernels number a row's entries in 32 bits (the column → position map).
   const index_t c_block_cols = form == SpgemmForm::a_bt ? b.block_rows() : b.block_cols();
   if (c_block_cols > index_t{INT32_MAX})
     throw OverflowError(concat(who, ": C would have ", c_block_cols,
-                               " (block) columns; SpGEMM numbers a row's entries in 32 bits: ", operands));
+                               " (block) columns; SpGEMM numbers a row's entries in 32 bits: ", operands()));
 }
 
 namespace {
@@ -196,6 +196,16 @@ struct alignas(64) SymbolicScratch {
 /// touches a few words, a scattered row about one per column) and their marks read back
 /// in order.
 index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, SymbolicScratch& m) {
+  if (m.bits.size() == 1) {
+    // Fewer than 64 columns (a small matrix, or a BSR matrix of few block columns): the
+    // row's marks stay in a register, where marks in memory would make each column wait
+    // for the store of the one before.
+    std::uint64_t word = 0;
+    for_row_columns(op, i, [&](index_t j) { word |= std::uint64_t{1} << j; });
+    const auto n = static_cast<index_t>(std::popcount(word));
+    for (index_t* dst = m.out.append(n); word != 0; word &= word - 1) *dst++ = std::countr_zero(word);
+    return n;
+  }
   std::uint64_t* bits = m.bits.data();
   if (m.words.size() < static_cast<std::size_t>(products)) m.words.resize(static_cast<std::size_t>(products));
   index_t* words = m.words.data();
@@ -227,7 +237,7 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
                        SpgemmForm form)
     : form_(form) {
   if (!a || !b) throw InvalidArgument("spgemm_plan: a structure is null");
-  const std::string operands = detail::describe_operands(*a, *b);
+  const auto operands = [&] { return detail::describe_operands(*a, *b); };
   detail::check_spgemm_operands("spgemm_plan", *a, *b, form, operands);
   a_ = plan(a);
   b_ = plan(b);
@@ -272,14 +282,14 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   });
   for (index_t i = 0; i < rows; ++i) {
     if (ptr[i + 1] > std::numeric_limits<index_t>::max() - ptr[i])
-      throw OverflowError(detail::concat("spgemm_plan: C would have more than 2^63 - 1 stored entries: ", operands));
+      throw OverflowError(detail::concat("spgemm_plan: C would have more than 2^63 - 1 stored entries: ", operands()));
     ptr[i + 1] += ptr[i];
   }
   const index_t stored = ptr[rows];
   const index_t bb = a->block_size() * a->block_size();
   if (stored > std::numeric_limits<index_t>::max() / bb)
     throw OverflowError(detail::concat("spgemm_plan: C's ", stored, " blocks of ", a->block_size(), " x ",
-                                       a->block_size(), " values would overflow index_t: ", operands));
+                                       a->block_size(), " values would overflow index_t: ", operands()));
   std::vector<index_t> idx = detail::huge_reserved<index_t>(stored, "spgemm_plan: C's column indices");
   for (index_t p = 0; p < n_pieces; ++p) {
     const index_t* from = scratch[piece_slot[p]].out.data() + piece_at[p];

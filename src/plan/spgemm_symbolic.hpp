@@ -2,6 +2,7 @@
 // compressed rows, the multiply-adds per output row, and the symbolic phase.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,11 +35,15 @@ std::vector<index_t> spgemm_cost(const RowsView& L, const RowsView& R);
 /// "A is 4 x 5 (block size 2), B is 6 x 3 (block size 2)": both operands, for messages.
 std::string describe_operands(const BsrStructure& a, const BsrStructure& b);
 
+/// The operands described for an error message, built only when one is thrown: a
+/// product of a few hundred entries takes about as long as formatting its shapes.
+using DescribeOperands = std::function<std::string()>;
+
 /// Checks the operands' shapes for `form` (inner dimensions, block sizes, C's columns
 /// within 32 bits). @throw DimensionMismatch, InvalidArgument, OverflowError naming both
-/// operands (`operands`).
+/// operands (`operands()`).
 void check_spgemm_operands(const char* who, const BsrStructure& a, const BsrStructure& b, SpgemmForm form,
-                           const std::string& operands);
+                           const DescribeOperands& operands);
 
 /// The cached plan of `form` for structures a and b (built on a miss).
 std::shared_ptr<const SpgemmPlan> cached_spgemm_plan(const std::shared_ptr<const BsrStructure>& a,

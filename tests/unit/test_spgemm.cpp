@@ -293,6 +293,11 @@ TEST(Spgemm, RepeatedAndScatteredRowsGiveTheStructuralProduct) {
                    csr_from_dense<double>(random_dense<double>(rng, 60, 50, 0.1).view())});
   cases.push_back({"scattered", csr_from_dense<double>(random_dense<double>(rng, 40, 30, 0.1).view()),
                    repeated_rows(rng, 30, 20000, 0.0004)});
+  // 63 columns keep a row's marks in a register, 64 in memory.
+  for (const index_t cols : {63, 64})
+    cases.push_back({cols == 63 ? "63 columns" : "64 columns",
+                     csr_from_dense<double>(random_dense<double>(rng, 50, 40, 0.2).view()),
+                     csr_from_dense<double>(random_dense<double>(rng, 40, cols, 0.15).view())});
   // Rows of C over about 100 words of marks each: the symbolic phase sorts them whole.
   cases.push_back({"many scattered words", csr_from_dense<double>(random_dense<double>(rng, 20, 30, 0.5).view()),
                    csr_from_dense<double>(random_dense<double>(rng, 30, 20000, 0.0004).view())});
