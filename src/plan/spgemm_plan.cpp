@@ -188,18 +188,28 @@ struct alignas(64) SymbolicScratch {
   explicit SymbolicScratch(index_t cols) : bits(make_vector<std::uint64_t>(cols / 64 + 1, "spgemm_plan: column bits")) {}
 };
 
+/// Writes the columns marked in word w of `bits` to dst in order, clears the word, and
+/// returns the end of what it wrote.
+inline index_t* read_word(std::uint64_t* bits, index_t w, index_t* dst) {
+  for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) *dst++ = w * 64 + std::countr_zero(word);
+  bits[w] = 0;
+  return dst;
+}
+
 /// Appends row i's sorted, distinct columns to `m.out`; returns their number. `products`
-/// bounds the columns the row reaches. Each column is marked as it arrives, and each word
-/// of marks as it turns non-zero is listed, without a branch on either (on scattered rows
-/// such a branch mispredicts about every other time) and without a read-modify-write of
-/// anything but the column's own word. The listed words are then sorted (a mesh row
-/// touches a few words, a scattered row about one per column) and their marks read back
-/// in order.
+/// bounds the columns the row reaches. Each column is marked as it arrives, without a
+/// branch on whether it was seen (on scattered rows such a branch mispredicts about every
+/// other time), and the marks are read back in order. Which words of marks the row
+/// touched is kept by the size of C:
+/// - fewer than 64 columns (a small matrix, or a BSR matrix of few block columns): the
+///   marks themselves stay in a register, where marks in memory would make each column
+///   wait for the store of the one before;
+/// - fewer than 64 words (4096 columns): the touched words are the bits of a register;
+/// - else each word is listed as it turns non-zero, and the list sorted (a mesh row
+///   touches a few words, a scattered row about one per column).
 index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, SymbolicScratch& m) {
-  if (m.bits.size() == 1) {
-    // Fewer than 64 columns (a small matrix, or a BSR matrix of few block columns): the
-    // row's marks stay in a register, where marks in memory would make each column wait
-    // for the store of the one before.
+  const std::size_t n_words = m.bits.size();
+  if (n_words == 1) {
     std::uint64_t word = 0;
     for_row_columns(op, i, [&](index_t j) { word |= std::uint64_t{1} << j; });
     const auto n = static_cast<index_t>(std::popcount(word));
@@ -207,25 +217,35 @@ index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, Sy
     return n;
   }
   std::uint64_t* bits = m.bits.data();
-  if (m.words.size() < static_cast<std::size_t>(products)) m.words.resize(static_cast<std::size_t>(products));
-  index_t* words = m.words.data();
-  index_t n = 0, nw = 0;
-  for_row_columns(op, i, [&](index_t j) {
+  index_t n = 0;
+  const auto mark = [&](index_t j) {
     const index_t w = j >> 6;
     const std::uint64_t bit = std::uint64_t{1} << (j & 63), word = bits[w];
     n += (word & bit) == 0;
-    words[nw] = w;
-    nw += word == 0;
     bits[w] = word | bit;
+    return word;
+  };
+  if (n_words <= 64) {
+    std::uint64_t touched = 0;
+    for_row_columns(op, i, [&](index_t j) {
+      mark(j);
+      touched |= std::uint64_t{1} << (j >> 6);
+    });
+    index_t* dst = m.out.append(n);
+    for (; touched != 0; touched &= touched - 1) dst = read_word(bits, std::countr_zero(touched), dst);
+    return n;
+  }
+  if (m.words.size() < static_cast<std::size_t>(products)) m.words.resize(static_cast<std::size_t>(products));
+  index_t* words = m.words.data();
+  index_t nw = 0;
+  for_row_columns(op, i, [&](index_t j) {
+    words[nw] = j >> 6;
+    nw += mark(j) == 0;
   });
   if (n == 0) return 0;
   std::sort(words, words + nw);  // insertion sort on a mesh row's few words
   index_t* dst = m.out.append(n);
-  for (index_t a = 0; a < nw; ++a) {
-    const index_t w = words[a];
-    for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) *dst++ = w * 64 + std::countr_zero(word);
-    bits[w] = 0;
-  }
+  for (index_t a = 0; a < nw; ++a) dst = read_word(bits, words[a], dst);
   return n;
 }
 
