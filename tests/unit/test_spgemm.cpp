@@ -293,11 +293,13 @@ TEST(Spgemm, RepeatedAndScatteredRowsGiveTheStructuralProduct) {
                    csr_from_dense<double>(random_dense<double>(rng, 60, 50, 0.1).view())});
   cases.push_back({"scattered", csr_from_dense<double>(random_dense<double>(rng, 40, 30, 0.1).view()),
                    repeated_rows(rng, 30, 20000, 0.0004)});
-  // 63 columns keep a row's marks in a register, 64 in memory.
-  for (const index_t cols : {63, 64})
-    cases.push_back({cols == 63 ? "63 columns" : "64 columns",
-                     csr_from_dense<double>(random_dense<double>(rng, 50, 40, 0.2).view()),
-                     csr_from_dense<double>(random_dense<double>(rng, 40, cols, 0.15).view())});
+  // The symbolic phase's three ways of keeping marks, on either side of each change: 63
+  // columns (marks in a register), 64 and 4095 (the touched words in a register), 4096
+  // (words listed and sorted).
+  for (const auto& [cols, name] : {std::pair<index_t, const char*>{63, "63 columns"}, {64, "64 columns"},
+                                   {4095, "4095 columns"}, {4096, "4096 columns"}})
+    cases.push_back({name, csr_from_dense<double>(random_dense<double>(rng, 50, 40, 0.2).view()),
+                     csr_from_dense<double>(random_dense<double>(rng, 40, cols, cols > 64 ? 0.02 : 0.15).view())});
   // Rows of C over about 100 words of marks each: the symbolic phase sorts them whole.
   cases.push_back({"many scattered words", csr_from_dense<double>(random_dense<double>(rng, 20, 30, 0.5).view()),
                    csr_from_dense<double>(random_dense<double>(rng, 30, 20000, 0.0004).view())});
