@@ -27,6 +27,7 @@ struct LinearCase {
   index_t b;
   index_t tokens;  // > 512: more than one column chunk of the tiling
   PatternSpec pattern{};
+  bool bf16_forward_only = false;  // a bf16 forward / dX path alone: other types and dW skip it
 };
 
 std::vector<LinearCase> cases() {
@@ -41,7 +42,7 @@ std::vector<LinearCase> cases() {
       {"b128_full", 128, 160, 128, 40, full},
       // A block row of more than 1 MiB of bf16 blocks (33 of 128 x 128): AMX takes X's
       // token panels in chunks of 6, so 7 panels make a whole chunk and a lone panel.
-      {"b128_token_chunks", 130, 4200, 128, 100, full},
+      {"b128_token_chunks", 130, 4200, 128, 100, full, true},
       {"empty_layout", 40, 33, 16, 7, none},
       // Decode (at most 16 tokens, b a multiple of 8 and of the vector width): 1, 2 and
       // groups of 4 tokens, a partial last group, a partial last block row and column.
@@ -88,6 +89,7 @@ TYPED_TEST(KernelLinear, ForwardAndInputGradientMatchTheReference) {
   using Acc = acc_t<TA>;
   const RuntimeGuard guard;
   for (const LinearCase& c : cases()) {
+    if (c.bf16_forward_only && !std::is_same_v<TA, bf16>) continue;
     SCOPED_TRACE(c.name);
     const BsrMatrix<TA> W = random_bsr<TA>(this->rng, c.out, c.in, c.b, c.pattern);
     const auto arrays = arrays_of(W.structure());
@@ -142,6 +144,7 @@ TYPED_TEST(KernelLinearGradients, WeightAndBiasGradientsMatchTheReference) {
   using Acc = acc_t<T>;
   const RuntimeGuard guard;
   for (const LinearCase& c : cases()) {
+    if (c.bf16_forward_only) continue;
     SCOPED_TRACE(c.name);
     const auto s = random_structure(this->rng, c.out, c.in, c.b, c.pattern);
     const Dense<T> X = strided_operand<T>(this->rng, c.tokens, c.in);
