@@ -46,18 +46,21 @@ def _check(who: str, A, B, inner: tuple[int, int], drop_tolerance) -> tuple[Spar
     """Both operands as CSR or BSR with equal formats, block sizes and dtypes, the inner
     dimensions `inner` (indices into A.shape, B.shape) equal, and a tolerance >= 0."""
     A, B = _operand(A, who, "A"), _operand(B, who, "B")
-    operands = f"{_describe(A, 'A')}, {_describe(B, 'B')}"
+
+    def operands() -> str:  # formatted only for an error: a small product costs about as much
+        return f"{_describe(A, 'A')}, {_describe(B, 'B')}"
+
     if type(A) is not type(B):
-        raise TypeError(f"{who}: the operands must be both CSR or both BSR: {operands}")
+        raise TypeError(f"{who}: the operands must be both CSR or both BSR: {operands()}")
     if A.dtype != B.dtype:
-        raise TypeError(f"{who}: operands have different dtypes: {operands}")
+        raise TypeError(f"{who}: operands have different dtypes: {operands()}")
     if isinstance(A, BSRMatrix) and A.block_size != B.block_size:
-        raise ValueError(f"{who}: block sizes differ: {operands}")
+        raise ValueError(f"{who}: block sizes differ: {operands()}")
     if A.shape[inner[0]] != B.shape[inner[1]]:
-        raise ShapeError(f"{who}: inner dimensions differ: {operands}")
+        raise ShapeError(f"{who}: inner dimensions differ: {operands()}")
     tol = float(drop_tolerance)
     if not tol >= 0.0:
-        raise ValueError(f"{who}: drop_tolerance = {tol} must be >= 0 (and not NaN): {operands}")
+        raise ValueError(f"{who}: drop_tolerance = {tol} must be >= 0 (and not NaN): {operands()}")
     return A, B, tol
 
 
