@@ -1028,9 +1028,140 @@ void transpose_pairs(const bf16* x, index_t ldx, index_t kp_n, index_t r_n, std:
   }, [&](index_t r, index_t kp, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(a + r * lda + kp), v); });
 }
 
+/// Whether the product runs token-major (amx_rows_*): C tiles of 16 tokens x 16 outputs,
+/// X's (dY's) token rows as the A tiles and W's blocks repacked as B tiles, so that C's
+/// rows are Y's (dX's) rows and go out without a transpose. Decoding (at most
+/// kDecodeTokens tokens) streams W once as it lies, so it keeps the feature-major
+/// kernel, as do weights given block by block.
+template <class TY>
+bool use_amx_rows(const BsrProduct<bf16, TY>& p) {
+  return use_amx(p) && !p.block_at && p.width > kDecodeTokens;
+}
+
+/// Features a K step of TDPBF16PS takes: 32, or 16 for blocks of 16.
+template <class TY>
+index_t amx_k(const BsrProduct<bf16, TY>& p) {
+  return p.b % 32 == 0 ? 32 : 16;
+}
+
+/// bf16 words of the packed tokens: each panel of 16 tokens as tiles of 16 tokens x K
+/// features (all of B's block rows), each tile contiguous, as a tile load reads it; W's
+/// repacked blocks follow them.
+template <class TY>
+index_t amx_rows_words(const BsrProduct<bf16, TY>& p) {
+  return token_panels(p) * kLaneTokens * p.in_block_rows * p.b;
+}
+
+/// Packs features [r0 b, r1 b) of every token (zero past the tokens and features) into
+/// the tiles of amx_rows_words, and the same fraction of W's blocks as B tiles, dword
+/// (kp, o) of a block holding the pair of K indices 2kp, 2kp + 1 for output o: the
+/// forward's (W(o, 2kp), W(o, 2kp + 1)), a dword transpose of the block; the input
+/// gradient's (W(2kp, o), W(2kp + 1, o)), two rows of the block interleaved.
+template <class TY>
+void amx_rows_pack(const BsrProduct<bf16, TY>& p, bf16* packed, index_t r0, index_t r1) {
+  const index_t b = p.b, bb = b * b, K = amx_k(p), blocks = p.stored / bb;
+  const index_t steps = p.in_block_rows * b / K;  // K steps of a token row
+  for (index_t t = 0; t < token_panels(p) * kLaneTokens; ++t)
+    for (index_t s = r0 * b / K; s < r1 * b / K; ++s) {
+      bf16* dst = packed + ((t / kLaneTokens * steps + s) * kLaneTokens + t % kLaneTokens) * K;
+      const index_t valid = t < p.width ? std::clamp<index_t>(p.in_rows - s * K, 0, K) : 0;
+      std::copy_n(p.B + t * p.ldb + s * K, valid, dst);
+      std::fill(dst + valid, dst + K, bf16{});
+    }
+  auto* wt = reinterpret_cast<std::uint32_t*>(packed + amx_rows_words(p));
+  for (index_t s = r0 * blocks / p.in_block_rows; s < r1 * blocks / p.in_block_rows; ++s) {
+    const auto* w = reinterpret_cast<const std::uint32_t*>(p.blocks + s * bb);  // W's pairs, b / 2 a row
+    std::uint32_t* out = wt + s * bb / 2;
+    if (p.trans_a) {
+      for (index_t kp = 0; kp < b / 2; ++kp)
+        for (index_t o = 0; o < b; o += 16) {  // b is a multiple of 16 (use_amx)
+          const bf16* row = p.blocks + s * bb + 2 * kp * b + o;
+          const __m512i even = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)));
+          const __m512i odd = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b)));
+          _mm512_storeu_si512(out + kp * b + o, interleave_words<0>(even, odd));
+        }
+      continue;
+    }
+    if (b % 32 == 0) {
+      transposed_tiles<Vec<float>>(  // dwords as float lanes: only moved
+          b, b / 2, [&](index_t o, index_t kp) { return _mm512_loadu_ps(reinterpret_cast<const float*>(w + o * b / 2 + kp)); },
+          [&](index_t kp, index_t o, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(out + kp * b + o), v); });
+      continue;
+    }
+    for (index_t o = 0; o < b; ++o)
+      for (index_t kp = 0; kp < b / 2; ++kp) out[kp * b + o] = w[o * b / 2 + kp];
+  }
+}
+
+/// Y's rows [t0, t0 + nt), outputs [o0, o0 + no), from c (tokens x outputs, ldc floats a
+/// row): alpha c (+ bias) (+ beta Y), a vector of 16 outputs at a time.
+template <class TY>
+void amx_rows_write(const BsrProduct<bf16, TY>& p, const float* c, index_t ldc, index_t t0, index_t nt, index_t o0,
+                    index_t no) {
+  using V = Vec<float>;
+  const V::reg alpha = V::set1(p.alpha), beta = V::set1(p.beta);
+  const index_t no_v = no / V::W * V::W;
+  for (index_t t = 0; t < nt; ++t) {
+    TY* y = p.C + (t0 + t) * p.ldc + o0;
+    const float* ct = c + t * ldc;
+    for (index_t o = 0; o < no_v; o += V::W) {
+      V::reg v = V::add(V::mul(alpha, V::load(ct + o)), p.bias ? V::load(p.bias + o0 + o) : V::zero());
+      if (p.beta != 0.0f) v = V::add(v, V::mul(beta, load_as<V>(y + o)));
+      store_as<V>(y + o, v);
+    }
+    for (index_t o = no_v; o < no; ++o) {
+      const float v = p.alpha * ct[o] + (p.bias ? p.bias[o0 + o] : 0.0f);
+      y[o] = narrow_to<TY>(p.beta == 0.0f ? v : v + p.beta * widen(y[o]));
+    }
+  }
+}
+
+/// The forward token-major: per block row of W and group of 32 of its outputs, tiles of
+/// 32 tokens x 32 outputs summed over the row's stored blocks (each output one fixed sum:
+/// the same bits on any thread count), token panels in chunks as amx_compute takes them.
+template <class TY>
+void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t r0, index_t r1) {
+  const index_t b = p.b, K = amx_k(p), steps = p.in_block_rows * b / K, panels = token_panels(p);
+  const index_t panel_words = steps * kLaneTokens * K;
+  const auto* wt = reinterpret_cast<const std::uint32_t*>(packed + amx_rows_words(p));
+  const auto lda = static_cast<long>(K * sizeof(bf16)), ldb = static_cast<long>(b * sizeof(std::uint32_t));
+  constexpr index_t ldo = 2 * kLaneTokens;  // out: 32 tokens x 32 outputs
+  alignas(64) float out[2 * 16 * ldo];
+  const index_t range_bytes = (p.ptr[r1] - p.ptr[r0]) * b * b * index_t{sizeof(bf16)};
+  const index_t pair_bytes = 2 * panel_words * index_t{sizeof(bf16)};
+  const index_t chunk = range_bytes <= kAmxChunkBytes ? 2 : std::max<index_t>(1, kAmxChunkBytes / pair_bytes) * 2;
+  const TileConfig config(K);
+  _tile_loadconfig(&config);
+  for (index_t t0 = 0; t0 < panels; t0 += chunk) {
+    const index_t t1 = min_index(panels, t0 + chunk);
+    for (index_t bi = r0; bi < r1; ++bi) {
+      const index_t rows = min_index(b, p.out_rows - bi * b);
+      for (index_t g = 0; g < rows; g += 32) {
+        for (index_t tp = t0; tp < t1; tp += 2) {
+          const TileGroup group{.two_a = tp + 1 < panels, .two_b = g + 16 < rows};  // token panels x output groups
+          TileGroup::zero();
+          for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
+            const bf16* x = packed + tp * panel_words + p.column(q) * b / K * kLaneTokens * K;
+            const std::uint32_t* w = wt + (p.perm ? p.perm[q] : q) * b * b / 2 + g;
+            for (index_t k = 0; k < b; k += K) {
+              const bf16* xk = x + k / K * kLaneTokens * K;
+              group.step(xk, xk + panel_words, lda, w + k / 2 * b, w + k / 2 * b + 16, ldb);
+            }
+          }
+          group.store(out, ldo);  // amx_rows_write reads only the tokens and outputs these hold
+          amx_rows_write(p, out, ldo, tp * kLaneTokens, min_index(ldo, p.width - tp * kLaneTokens), bi * b + g,
+                         min_index(32, rows - g));
+        }
+      }
+    }
+  }
+  _tile_release();
+}
+
 template <class TY>
 std::size_t amx_packed_bytes(const BsrProduct<bf16, TY>& p) {
   if (!use_amx(p)) return pairs_packed_bytes(p);
+  if (use_amx_rows(p)) return static_cast<std::size_t>(amx_rows_words(p) + p.stored) * sizeof(bf16);
   return static_cast<std::size_t>(amx_panel_words(p) + (p.trans_a ? p.stored : 0)) * sizeof(bf16);
 }
 
@@ -1042,6 +1173,7 @@ std::size_t amx_workspace_bytes(const BsrProduct<bf16, TY>& p) {
 template <class TY>
 void amx_pack(const BsrProduct<bf16, TY>& p, void* packed, index_t r0, index_t r1) {
   if (!use_amx(p)) return pairs_pack(p, packed, r0, r1);
+  if (use_amx_rows(p)) return amx_rows_pack(p, static_cast<bf16*>(packed), r0, r1);
   token_lanes_pack(p, static_cast<std::uint32_t*>(packed), r0, r1);
   if (!p.trans_a) return;
   const index_t b = p.b, bb = b * b, blocks = p.stored / bb;
@@ -1058,6 +1190,7 @@ void amx_pack(const BsrProduct<bf16, TY>& p, void* packed, index_t r0, index_t r
 
 template <class TY>
 void amx_bsr_compute(const BsrProduct<bf16, TY>& p, const void* packed, void* ws, index_t r0, index_t r1) {
+  if (use_amx_rows(p)) return amx_rows_compute(p, static_cast<const bf16*>(packed), r0, r1);
   if (use_amx(p)) return amx_compute(p, static_cast<const std::uint32_t*>(packed), r0, r1);
   pairs_compute(p, packed, ws, r0, r1);
 }
