@@ -1084,7 +1084,8 @@ void amx_rows_pack(const BsrProduct<bf16, TY>& p, bf16* packed, index_t r0, inde
     }
     if (b % 32 == 0) {
       transposed_tiles<Vec<float>>(  // dwords as float lanes: only moved
-          b, b / 2, [&](index_t o, index_t kp) { return _mm512_loadu_ps(reinterpret_cast<const float*>(w + o * b / 2 + kp)); },
+          b, b / 2,
+          [&](index_t o, index_t kp) { return _mm512_loadu_ps(reinterpret_cast<const float*>(w + o * b / 2 + kp)); },
           [&](index_t kp, index_t o, __m512 v) { _mm512_storeu_ps(reinterpret_cast<float*>(out + kp * b + o), v); });
       continue;
     }
