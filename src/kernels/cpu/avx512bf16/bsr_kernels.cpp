@@ -965,12 +965,38 @@ struct TileGroup {
   }
 };
 
-/// Half of a core's L2 on the CPUs with AMX (2 MiB): what amx_compute keeps there.
+/// Half of a core's L2 on the CPUs with AMX (2 MiB): what the AMX products keep there.
 inline constexpr index_t kAmxChunkBytes = index_t{1} << 20;
+
+/// Features a K step of TDPBF16PS takes: 32, or 16 for blocks of 16.
+template <class TY>
+index_t amx_k(const BsrProduct<bf16, TY>& p) {
+  return p.b % 32 == 0 ? 32 : 16;
+}
+
+/// Calls f(bi, rows, g, tp, first) for each tile group of block rows [r0, r1): outputs
+/// [g, g + 32) of block row bi (rows: the block row's outputs) against token panels tp
+/// and tp + 1 (first: the first pair of its chunk). The token panels come in chunks, the
+/// outer loop, each chunk read by every block row of the range. When the range's blocks
+/// fit in half of L2 they stay there, and the packed tokens go through a pair of panels
+/// (pair_bytes) at a time; else the blocks stream from L3 once per chunk, and chunks of
+/// kAmxChunkBytes amortise that.
+template <class TY, class F>
+[[gnu::always_inline]] inline void for_tile_groups(const BsrProduct<bf16, TY>& p, index_t r0, index_t r1, index_t pair_bytes, F&& f) {
+  const index_t panels = token_panels(p);
+  const index_t range_bytes = (p.ptr[r1] - p.ptr[r0]) * p.b * p.b * index_t{sizeof(bf16)};
+  const index_t chunk = range_bytes <= kAmxChunkBytes ? 2 : std::max<index_t>(1, kAmxChunkBytes / pair_bytes) * 2;
+  for (index_t t0 = 0; t0 < panels; t0 += chunk)
+    for (index_t bi = r0; bi < r1; ++bi) {
+      const index_t rows = min_index(p.b, p.out_rows - bi * p.b);
+      for (index_t g = 0; g < rows; g += 32)
+        for (index_t tp = t0; tp < min_index(panels, t0 + chunk); tp += 2) f(bi, rows, g, tp, tp == t0);
+    }
+}
 
 template <class TY>
 void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, index_t r0, index_t r1) {
-  const index_t b = p.b, K = b % 32 == 0 ? 32 : 16;
+  const index_t b = p.b, K = amx_k(p);
   const index_t panels = token_panels(p), panel_dwords = p.in_block_rows * b / 2 * kLaneTokens;
   const index_t last = p.ptr[r1];
   const bf16* transposed = reinterpret_cast<const bf16*>(packed + amx_panel_words(p) / 2);
@@ -980,39 +1006,25 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
   const auto lda = static_cast<long>(b * sizeof(bf16)), ldx = static_cast<long>(kLaneTokens * sizeof(float));
   constexpr index_t ldo = 2 * kLaneTokens;  // out: 32 rows x 32 tokens
   alignas(64) float out[2 * 16 * ldo];
-  // B's token panels come in chunks, the outer loop, each chunk read by every block row
-  // of the range. When the range's blocks fit in half of L2 they stay there, and B goes
-  // through a pair of panels at a time; else they stream from L3 once per chunk, and
-  // chunks of kAmxChunkBytes of B amortise that.
-  const index_t range_bytes = (p.ptr[r1] - p.ptr[r0]) * b * b * index_t{sizeof(bf16)};
-  const index_t pair_bytes = 2 * panel_dwords * index_t{sizeof(std::uint32_t)};
-  const index_t chunk = range_bytes <= kAmxChunkBytes ? 2 : std::max<index_t>(1, kAmxChunkBytes / pair_bytes) * 2;
   const TileConfig config(K);
   _tile_loadconfig(&config);
-  for (index_t t0 = 0; t0 < panels; t0 += chunk) {
-    const index_t t1 = min_index(panels, t0 + chunk);
-    for (index_t bi = r0; bi < r1; ++bi) {
-      const index_t rows = min_index(b, p.out_rows - bi * b);
-      for (index_t g = 0; g < rows; g += 32) {
-        for (index_t tp = t0; tp < t1; tp += 2) {
-          const TileGroup group{.two_a = g + 16 < rows, .two_b = tp + 1 < panels};  // row groups x token panels
-          TileGroup::zero();
-          for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-            if (g == 0 && tp == t0 && !p.trans_a) decode_prefetch(p, q, last);
-            const bf16* w = block(q) + g * b;
-            const std::uint32_t* x = packed + tp * panel_dwords + p.column(q) * b / 2 * kLaneTokens;
-            for (index_t k = 0; k < b; k += K) {
-              const std::uint32_t* xk = x + k / 2 * kLaneTokens;
-              group.step(w + k, w + 16 * b + k, lda, xk, xk + panel_dwords, ldx);
-            }
-          }
-          group.store(out, ldo);  // write_out reads only the rows and tokens these hold
-          write_out(p, out, ldo, bi * b + g, min_index(32, rows - g), tp * kLaneTokens,
-                    min_index(ldo, p.width - tp * kLaneTokens));
-        }
+  const index_t pair_bytes = 2 * panel_dwords * index_t{sizeof(std::uint32_t)};
+  for_tile_groups(p, r0, r1, pair_bytes, [&](index_t bi, index_t rows, index_t g, index_t tp, bool first) [[gnu::always_inline]] {
+    const TileGroup group{.two_a = g + 16 < rows, .two_b = tp + 1 < panels};  // row groups x token panels
+    TileGroup::zero();
+    for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
+      if (g == 0 && first && !p.trans_a) decode_prefetch(p, q, last);
+      const bf16* w = block(q) + g * b;
+      const std::uint32_t* x = packed + tp * panel_dwords + p.column(q) * b / 2 * kLaneTokens;
+      for (index_t k = 0; k < b; k += K) {
+        const std::uint32_t* xk = x + k / 2 * kLaneTokens;
+        group.step(w + k, w + 16 * b + k, lda, xk, xk + panel_dwords, ldx);
       }
     }
-  }
+    group.store(out, ldo);  // write_out reads only the rows and tokens these hold
+    write_out(p, out, ldo, bi * b + g, min_index(32, rows - g), tp * kLaneTokens,
+              min_index(ldo, p.width - tp * kLaneTokens));
+  });
   _tile_release();
 }
 
@@ -1036,12 +1048,6 @@ void transpose_pairs(const bf16* x, index_t ldx, index_t kp_n, index_t r_n, std:
 template <class TY>
 bool use_amx_rows(const BsrProduct<bf16, TY>& p) {
   return use_amx(p) && !p.block_at && p.width > kDecodeTokens;
-}
-
-/// Features a K step of TDPBF16PS takes: 32, or 16 for blocks of 16.
-template <class TY>
-index_t amx_k(const BsrProduct<bf16, TY>& p) {
-  return p.b % 32 == 0 ? 32 : 16;
 }
 
 /// bf16 words of the packed tokens: each panel of 16 tokens as tiles of 16 tokens x K
@@ -1117,45 +1123,35 @@ void amx_rows_write(const BsrProduct<bf16, TY>& p, const float* c, index_t ldc, 
   }
 }
 
-/// The forward token-major: per block row of W and group of 32 of its outputs, tiles of
-/// 32 tokens x 32 outputs summed over the row's stored blocks (each output one fixed sum:
-/// the same bits on any thread count), token panels in chunks as amx_compute takes them.
+/// The token-major product: per block row of W (of Wᵀ for dX) and group of 32 of its
+/// outputs, tiles of 32 tokens x 32 outputs summed over the row's stored blocks (each
+/// output one fixed sum: the same bits on any thread count).
 template <class TY>
 void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t r0, index_t r1) {
-  const index_t b = p.b, K = amx_k(p), steps = p.in_block_rows * b / K, panels = token_panels(p);
-  const index_t panel_words = steps * kLaneTokens * K;
+  const index_t b = p.b, K = amx_k(p), panels = token_panels(p);
+  const index_t panel_words = p.in_block_rows * b * kLaneTokens;  // a panel's K steps, 16 x K each
   const auto* wt = reinterpret_cast<const std::uint32_t*>(packed + amx_rows_words(p));
   const auto lda = static_cast<long>(K * sizeof(bf16)), ldb = static_cast<long>(b * sizeof(std::uint32_t));
   constexpr index_t ldo = 2 * kLaneTokens;  // out: 32 tokens x 32 outputs
   alignas(64) float out[2 * 16 * ldo];
-  const index_t range_bytes = (p.ptr[r1] - p.ptr[r0]) * b * b * index_t{sizeof(bf16)};
-  const index_t pair_bytes = 2 * panel_words * index_t{sizeof(bf16)};
-  const index_t chunk = range_bytes <= kAmxChunkBytes ? 2 : std::max<index_t>(1, kAmxChunkBytes / pair_bytes) * 2;
   const TileConfig config(K);
   _tile_loadconfig(&config);
-  for (index_t t0 = 0; t0 < panels; t0 += chunk) {
-    const index_t t1 = min_index(panels, t0 + chunk);
-    for (index_t bi = r0; bi < r1; ++bi) {
-      const index_t rows = min_index(b, p.out_rows - bi * b);
-      for (index_t g = 0; g < rows; g += 32) {
-        for (index_t tp = t0; tp < t1; tp += 2) {
-          const TileGroup group{.two_a = tp + 1 < panels, .two_b = g + 16 < rows};  // token panels x output groups
-          TileGroup::zero();
-          for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-            const bf16* x = packed + tp * panel_words + p.column(q) * b / K * kLaneTokens * K;
-            const std::uint32_t* w = wt + (p.perm ? p.perm[q] : q) * b * b / 2 + g;
-            for (index_t k = 0; k < b; k += K) {
-              const bf16* xk = x + k / K * kLaneTokens * K;
-              group.step(xk, xk + panel_words, lda, w + k / 2 * b, w + k / 2 * b + 16, ldb);
-            }
-          }
-          group.store(out, ldo);  // amx_rows_write reads only the tokens and outputs these hold
-          amx_rows_write(p, out, ldo, tp * kLaneTokens, min_index(ldo, p.width - tp * kLaneTokens), bi * b + g,
-                         min_index(32, rows - g));
-        }
+  const index_t pair_bytes = 2 * panel_words * index_t{sizeof(bf16)};
+  for_tile_groups(p, r0, r1, pair_bytes, [&](index_t bi, index_t rows, index_t g, index_t tp, bool) [[gnu::always_inline]] {
+    const TileGroup group{.two_a = tp + 1 < panels, .two_b = g + 16 < rows};  // token panels x output groups
+    TileGroup::zero();
+    for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
+      const bf16* x = packed + tp * panel_words + p.column(q) * b / K * kLaneTokens * K;
+      const std::uint32_t* w = wt + (p.perm ? p.perm[q] : q) * b * b / 2 + g;
+      for (index_t k = 0; k < b; k += K) {
+        const bf16* xk = x + k / K * kLaneTokens * K;
+        group.step(xk, xk + panel_words, lda, w + k / 2 * b, w + k / 2 * b + 16, ldb);
       }
     }
-  }
+    group.store(out, ldo);  // amx_rows_write reads only the tokens and outputs these hold
+    amx_rows_write(p, out, ldo, tp * kLaneTokens, min_index(ldo, p.width - tp * kLaneTokens), bi * b + g,
+                   min_index(32, rows - g));
+  });
   _tile_release();
 }
 
