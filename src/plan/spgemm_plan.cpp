@@ -4,6 +4,7 @@
 #include <bit>
 #include <climits>
 #include <cstdint>
+#include <emmintrin.h>
 #include <limits>
 #include <list>
 #include <mutex>
@@ -108,11 +109,16 @@ struct SymbolicOperands {
 /// row k - 1 was read just before.
 template <class F>
 void for_row_columns(const SymbolicOperands& op, index_t i, F&& f) {
-  const RowsView &L = op.L, &R = op.R;
-  for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) {
-    const index_t k = L.idx[q];
-    if (op.r_repeats[k] && q > L.ptr[i] && L.idx[q - 1] == k - 1) continue;
-    for (index_t s = R.ptr[k]; s < R.ptr[k + 1]; ++s) f(R.idx[s]);
+  // Copied to locals: f's stores may alias the operands' fields, which would then be
+  // read again after each one.
+  const index_t *l_idx = op.L.idx, *r_ptr = op.R.ptr, *r_idx = op.R.idx;
+  const std::uint8_t* r_repeats = op.r_repeats;
+  const index_t begin = op.L.ptr[i], end = op.L.ptr[i + 1];
+  for (index_t q = begin; q < end; ++q) {
+    const index_t k = l_idx[q];
+    if (r_repeats[k] && q > begin && l_idx[q - 1] == k - 1) continue;
+    const index_t s_end = r_ptr[k + 1];
+    for (index_t s = r_ptr[k]; s < s_end; ++s) f(r_idx[s]);
   }
 }
 
@@ -157,8 +163,9 @@ public:
 
   [[nodiscard]] index_t size() const noexcept { return size_; }
   [[nodiscard]] const index_t* data() const noexcept { return buf_.data(); }
-  /// `n` more elements at the end; their address.
-  index_t* append(index_t n) {
+  /// Room for `n` more elements at the end; its address. What is written there counts
+  /// from commit(end of what was written).
+  index_t* room(index_t n) {
     const auto want = static_cast<std::size_t>(size_ + n);
     if (want > buf_.size()) {
       // Grown on huge pages, keeping the columns found so far.
@@ -168,85 +175,100 @@ public:
       bigger.resize(bigger.capacity());
       buf_.swap(bigger);
     }
-    index_t* at = buf_.data() + size_;
-    size_ += n;
-    return at;
+    return buf_.data() + size_;
   }
+  void commit(const index_t* end) noexcept { size_ = end - buf_.data(); }
 
 private:
   std::vector<index_t> buf_;
   index_t size_ = 0;
 };
 
-/// One thread's scratch for the symbolic phase: the marks of the columns a row of C
-/// reaches (a bit per column, all zero between rows), and the columns found. Aligned to
-/// a cache line: the threads' scratch changes as they go, and must not share a line.
+/// One thread's scratch for the symbolic phase: a byte per column marking the columns a
+/// row of C reaches, a byte per group of 64 columns marking the groups it touched (both
+/// zero between rows; the numeric phase's column map takes four bytes per column), and
+/// the columns found. Aligned to a cache line: the threads' scratch changes as they go,
+/// and must not share a line.
 struct alignas(64) SymbolicScratch {
-  std::vector<std::uint64_t> bits;
-  std::vector<index_t> words;  // the row's marked words in arrival order (and scratch past them)
+  std::vector<std::uint8_t> marks, groups;
+  std::vector<index_t> touched;  // the row's touched groups (and scratch past them)
   ThreadColumns out;
-  explicit SymbolicScratch(index_t cols) : bits(make_vector<std::uint64_t>(cols / 64 + 1, "spgemm_plan: column bits")) {}
+  explicit SymbolicScratch(index_t cols)
+      : marks(make_vector<std::uint8_t>((cols / 64 + 1) * 64, "spgemm_plan: column marks")),
+        groups(make_vector<std::uint8_t>(cols / 64 + 1, "spgemm_plan: column groups")) {}
 };
 
-/// Writes the columns marked in word w of `bits` to dst in order, clears the word, and
-/// returns the end of what it wrote.
-inline index_t* read_word(std::uint64_t* bits, index_t w, index_t* dst) {
-  for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) *dst++ = w * 64 + std::countr_zero(word);
-  bits[w] = 0;
+/// The marks of columns [64 g, 64 g + 64) as the bits of a word; clears them.
+inline std::uint64_t take_group(std::uint8_t* marks, index_t g) {
+  std::uint8_t* at = marks + g * 64;
+  std::uint64_t bits = 0;
+  const __m128i zero = _mm_setzero_si128();
+  for (int q = 0; q < 4; ++q) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + 16 * q));
+    bits |= static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpgt_epi8(x, zero)))) << (16 * q);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at + 16 * q), zero);
+  }
+  return bits;
+}
+
+/// Writes the columns of group g whose bits are set in `bits` to dst in order; returns
+/// the end of what it wrote.
+inline index_t* write_group(std::uint64_t bits, index_t g, index_t* dst) {
+  for (; bits != 0; bits &= bits - 1) *dst++ = g * 64 + std::countr_zero(bits);
   return dst;
 }
 
-/// Appends row i's sorted, distinct columns to `m.out`; returns their number. `products`
-/// bounds the columns the row reaches. Each column is marked as it arrives, without a
-/// branch on whether it was seen (on scattered rows such a branch mispredicts about every
-/// other time), and the marks are read back in order. Which words of marks the row
-/// touched is kept by the size of C:
+/// Appends row i's sorted, distinct columns to `m.out`; returns their number. The row
+/// reaches at most `products` columns. A column is marked by a store of its byte, with no
+/// load before it: a read-modify-write of a word of bits makes each column wait for the
+/// store of the one before in the same word, and a test of whether it was seen mispredicts
+/// on scattered rows. The marks are read back a group of 64 at a time, in order of the
+/// groups the row touched, which are kept by the size of C:
 /// - fewer than 64 columns (a small matrix, or a BSR matrix of few block columns): the
-///   marks themselves stay in a register, where marks in memory would make each column
-///   wait for the store of the one before;
-/// - fewer than 64 words (4096 columns): the touched words are the bits of a register;
-/// - else each word is listed as it turns non-zero, and the list sorted (a mesh row
-///   touches a few words, a scattered row about one per column).
+///   marks themselves stay in a register;
+/// - fewer than 64 groups (4096 columns): the touched groups are the bits of a register;
+/// - else each group is listed when its byte turns from zero (a branch that a mesh row,
+///   which touches a few groups many times, and a scattered row, which touches a new group
+///   with almost every column, both predict), and the list sorted.
 index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, SymbolicScratch& m) {
-  const std::size_t n_words = m.bits.size();
-  if (n_words == 1) {
+  const auto n_groups = static_cast<index_t>(m.groups.size());
+  // At most min(products, columns) distinct columns, and as many groups as columns.
+  const index_t most = std::min(products, n_groups * 64);
+  index_t* const start = m.out.room(most);
+  index_t* dst = start;
+  if (n_groups == 1) {
     std::uint64_t word = 0;
     for_row_columns(op, i, [&](index_t j) { word |= std::uint64_t{1} << j; });
-    const auto n = static_cast<index_t>(std::popcount(word));
-    for (index_t* dst = m.out.append(n); word != 0; word &= word - 1) *dst++ = std::countr_zero(word);
-    return n;
+    dst = write_group(word, 0, dst);
+  } else {
+    std::uint8_t *marks = m.marks.data(), *groups = m.groups.data();
+    if (m.touched.size() < static_cast<std::size_t>(most)) m.touched.resize(static_cast<std::size_t>(most));
+    index_t* touched = m.touched.data();
+    index_t n_touched = 0;
+    if (n_groups <= 64) {
+      std::uint64_t word = 0;
+      for_row_columns(op, i, [&](index_t j) {
+        marks[j] = 1;
+        word |= std::uint64_t{1} << (j >> 6);
+      });
+      for (; word != 0; word &= word - 1) touched[n_touched++] = std::countr_zero(word);
+    } else {
+      for_row_columns(op, i, [&](index_t j) {
+        marks[j] = 1;
+        if (groups[j >> 6] == 0) {
+          groups[j >> 6] = 1;
+          touched[n_touched++] = j >> 6;
+        }
+      });
+      std::sort(touched, touched + n_touched);  // insertion sort on a mesh row's few groups
+    }
+    for (index_t t = 0; t < n_touched; ++t) {
+      groups[touched[t]] = 0;
+      dst = write_group(take_group(marks, touched[t]), touched[t], dst);
+    }
   }
-  std::uint64_t* bits = m.bits.data();
-  index_t n = 0;
-  const auto mark = [&](index_t j) {
-    const index_t w = j >> 6;
-    const std::uint64_t bit = std::uint64_t{1} << (j & 63), word = bits[w];
-    n += (word & bit) == 0;
-    bits[w] = word | bit;
-    return word;
-  };
-  if (n_words <= 64) {
-    std::uint64_t touched = 0;
-    for_row_columns(op, i, [&](index_t j) {
-      mark(j);
-      touched |= std::uint64_t{1} << (j >> 6);
-    });
-    index_t* dst = m.out.append(n);
-    for (; touched != 0; touched &= touched - 1) dst = read_word(bits, std::countr_zero(touched), dst);
-    return n;
-  }
-  if (m.words.size() < static_cast<std::size_t>(products)) m.words.resize(static_cast<std::size_t>(products));
-  index_t* words = m.words.data();
-  index_t nw = 0;
-  for_row_columns(op, i, [&](index_t j) {
-    words[nw] = j >> 6;
-    nw += mark(j) == 0;
-  });
-  if (n == 0) return 0;
-  std::sort(words, words + nw);  // insertion sort on a mesh row's few words
-  index_t* dst = m.out.append(n);
-  for (index_t a = 0; a < nw; ++a) dst = read_word(bits, words[a], dst);
-  return n;
+  m.out.commit(dst);
+  return dst - start;
 }
 
 }  // namespace
@@ -292,8 +314,8 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
       // pieces fall on threads.
       if (i > pieces[p] && l_repeats[i]) {
         const index_t n = ptr[i];  // the previous row's count
-        index_t* dst = out.append(n);
-        std::copy(dst - n, dst, dst);
+        index_t* dst = out.room(n);
+        out.commit(std::copy(dst - n, dst, dst));
         ptr[i + 1] = n;
       } else {
         ptr[i + 1] = detail::symbolic_row(op, i, cost_[i + 1] - cost_[i], scratch[slot]);
