@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "trnsparse/storage.hpp"
 #include "trnsparse/types.hpp"
 
 namespace trnsparse {
@@ -35,8 +36,8 @@ namespace detail {
 /// product's pattern, a validated CSR matrix's): no second pass over them. Debug builds
 /// check anyway.
 std::shared_ptr<const BsrStructure> trusted_structure(index_t rows, index_t cols, index_t block_size,
-                                                      std::vector<index_t> block_row_ptr,
-                                                      std::vector<index_t> block_col_idx);
+                                                      Storage<index_t> block_row_ptr,
+                                                      Storage<index_t> block_col_idx);
 }  // namespace detail
 
 class BsrStructure {
@@ -76,19 +77,20 @@ public:
 
   friend bool operator==(const BsrStructure& a, const BsrStructure& b) noexcept;
   friend std::shared_ptr<const BsrStructure> detail::trusted_structure(index_t, index_t, index_t,
-                                                                       std::vector<index_t>, std::vector<index_t>);
+                                                                       detail::Storage<index_t>,
+                                                                       detail::Storage<index_t>);
 
 private:
   struct Trusted {};
-  BsrStructure(Trusted, index_t rows, index_t cols, index_t block_size, std::vector<index_t> block_row_ptr,
-               std::vector<index_t> block_col_idx);
+  BsrStructure(Trusted, index_t rows, index_t cols, index_t block_size, detail::Storage<index_t> block_row_ptr,
+               detail::Storage<index_t> block_col_idx);
 
   index_t rows_;
   index_t cols_;
   index_t b_;
   index_t block_cols_;
-  std::vector<index_t> row_ptr_;
-  std::vector<index_t> col_idx_;
+  detail::Storage<index_t> row_ptr_;
+  detail::Storage<index_t> col_idx_;
   // 0 until computed; a computed fingerprint is never 0. Threads racing to compute it
   // store the same value.
   mutable std::atomic<std::uint64_t> fingerprint_{0};
@@ -102,6 +104,9 @@ public:
   /// Takes `blocks` (n_blocks * b * b values, row-major per block); padding is zeroed.
   /// @throw InvalidArgument for a null structure; DimensionMismatch for a wrong length.
   BsrMatrix(std::shared_ptr<const BsrStructure> structure, std::vector<T> blocks);
+  /// Internal: takes blocks the library wrote (a product's, filled on several threads);
+  /// padding is zeroed.
+  BsrMatrix(std::shared_ptr<const BsrStructure> structure, detail::Storage<T> blocks, detail::Written);
   /// From raw arrays; checks as `BsrStructure` does. With `Canonicalize::yes`,
   /// unsorted block rows are sorted and duplicate blocks summed (in input order).
   BsrMatrix(index_t rows, index_t cols, index_t block_size, std::vector<index_t> block_row_ptr,
@@ -125,7 +130,7 @@ public:
 
 private:
   std::shared_ptr<const BsrStructure> structure_;
-  std::vector<T> values_;
+  detail::Storage<T> values_;
 };
 
 extern template class BsrMatrix<float>;

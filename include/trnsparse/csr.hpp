@@ -50,6 +50,8 @@ public:
   /// @throw InvalidArgument for a null structure or a block size other than 1;
   /// DimensionMismatch for a wrong number of values.
   CsrMatrix(std::shared_ptr<const BsrStructure> structure, std::vector<T> values);
+  /// Internal: takes values the library wrote (a product's, filled on several threads).
+  CsrMatrix(std::shared_ptr<const BsrStructure> structure, detail::Storage<T> values, detail::Written);
 
   [[nodiscard]] index_t rows() const noexcept { return structure_->rows(); }
   [[nodiscard]] index_t cols() const noexcept { return structure_->cols(); }
@@ -68,7 +70,7 @@ private:
   friend detail::CsrAnalyses& detail::analyses(const CsrMatrix<U>& A) noexcept;
 
   std::shared_ptr<const BsrStructure> structure_;
-  std::vector<T> values_;
+  detail::Storage<T> values_;
   // What is computed once per structure and reused by every call (the 32-bit column
   // indices, the chunks of the symmetric product, the transposed pattern), built on
   // first use. Copies share it:

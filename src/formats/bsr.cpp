@@ -40,7 +40,7 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
 }  // namespace
 
 BsrStructure::BsrStructure(Trusted, index_t rows, index_t cols, index_t block_size,
-                           std::vector<index_t> block_row_ptr, std::vector<index_t> block_col_idx)
+                           detail::Storage<index_t> block_row_ptr, detail::Storage<index_t> block_col_idx)
     : rows_(rows), cols_(cols), b_(block_size), row_ptr_(std::move(block_row_ptr)), col_idx_(std::move(block_col_idx)) {
   // The checking constructor rejects a block size below 1 after this one runs.
   block_cols_ = block_size > 0 ? detail::ceil_div(cols, block_size) : 0;
@@ -84,14 +84,17 @@ std::shared_ptr<const BsrStructure> BsrStructure::make(index_t rows, index_t col
 }
 
 std::shared_ptr<const BsrStructure> detail::trusted_structure(index_t rows, index_t cols, index_t block_size,
-                                                              std::vector<index_t> block_row_ptr,
-                                                              std::vector<index_t> block_col_idx) {
+                                                              Storage<index_t> block_row_ptr,
+                                                              Storage<index_t> block_col_idx) {
+  std::shared_ptr<const BsrStructure> s(new BsrStructure(BsrStructure::Trusted{}, rows, cols, block_size,
+                                                         std::move(block_row_ptr), std::move(block_col_idx)));
 #ifndef NDEBUG
-  return BsrStructure::make(rows, cols, block_size, std::move(block_row_ptr), std::move(block_col_idx));
-#else
-  return std::shared_ptr<const BsrStructure>(new BsrStructure(BsrStructure::Trusted{}, rows, cols, block_size,
-                                                              std::move(block_row_ptr), std::move(block_col_idx)));
+  const Grid g = checked_grid(rows, cols, block_size, "bsr");
+  validate_compressed("bsr", s->block_row_ptr(), g.block_rows, s->block_col_indices(), g.block_cols, true,
+                      "block_row_ptr", "block_col_idx", "block row");
+  (void)checked_value_count(s->n_blocks(), block_size);
 #endif
+  return s;
 }
 
 std::uint64_t BsrStructure::fingerprint() const noexcept {
@@ -116,7 +119,7 @@ double BsrStructure::block_density() const noexcept {
 
 bool operator==(const BsrStructure& a, const BsrStructure& b) noexcept {
   return a.fingerprint() == b.fingerprint() && a.rows_ == b.rows_ && a.cols_ == b.cols_ && a.b_ == b.b_ &&
-         a.row_ptr_ == b.row_ptr_ && a.col_idx_ == b.col_idx_;
+         std::ranges::equal(a.row_ptr_, b.row_ptr_) && std::ranges::equal(a.col_idx_, b.col_idx_);
 }
 
 // ---- BsrMatrix ------------------------------------------------------------------------
@@ -129,6 +132,10 @@ BsrMatrix<T>::BsrMatrix(std::shared_ptr<const BsrStructure> structure) : structu
 
 template <Value T>
 BsrMatrix<T>::BsrMatrix(std::shared_ptr<const BsrStructure> structure, std::vector<T> blocks)
+    : BsrMatrix(std::move(structure), detail::Storage<T>(std::move(blocks)), detail::Written{}) {}
+
+template <Value T>
+BsrMatrix<T>::BsrMatrix(std::shared_ptr<const BsrStructure> structure, detail::Storage<T> blocks, detail::Written)
     : structure_(std::move(structure)), values_(std::move(blocks)) {
   if (!structure_) throw InvalidArgument("bsr: structure is null");
   const index_t want = checked_value_count(n_blocks(), block_size());

@@ -17,21 +17,25 @@ CsrMatrix<T>::CsrMatrix(index_t rows, index_t cols) {
 
 template <Value T>
 CsrMatrix<T>::CsrMatrix(index_t rows, index_t cols, std::vector<index_t> row_ptr, std::vector<index_t> col_idx,
-                        std::vector<T> values, Canonicalize canonicalize)
-    : values_(std::move(values)) {
+                        std::vector<T> values, Canonicalize canonicalize) {
   detail::check_nonnegative(rows, "csr: rows");
   detail::check_nonnegative(cols, "csr: cols");
-  if (values_.size() != col_idx.size())
-    throw IndexError(detail::concat("csr: values has ", values_.size(), " entries but col_idx has ", col_idx.size()));
+  if (values.size() != col_idx.size())
+    throw IndexError(detail::concat("csr: values has ", values.size(), " entries but col_idx has ", col_idx.size()));
   const bool sorted = detail::validate_compressed("csr", row_ptr, rows, col_idx, cols,
                                                   canonicalize == Canonicalize::no, "row_ptr", "col_idx", "row");
-  if (!sorted) detail::canonicalize_compressed(row_ptr, col_idx, values_, 1);
+  if (!sorted) detail::canonicalize_compressed(row_ptr, col_idx, values, 1);
+  values_ = std::move(values);
   structure_ = detail::trusted_structure(rows, cols, 1, std::move(row_ptr), std::move(col_idx));
   analyses_ = std::make_shared<detail::CsrAnalyses>();
 }
 
 template <Value T>
 CsrMatrix<T>::CsrMatrix(std::shared_ptr<const BsrStructure> structure, std::vector<T> values)
+    : CsrMatrix(std::move(structure), detail::Storage<T>(std::move(values)), detail::Written{}) {}
+
+template <Value T>
+CsrMatrix<T>::CsrMatrix(std::shared_ptr<const BsrStructure> structure, detail::Storage<T> values, detail::Written)
     : structure_(std::move(structure)), values_(std::move(values)) {
   if (!structure_) throw InvalidArgument("csr: structure is null");
   if (structure_->block_size() != 1)

@@ -82,7 +82,7 @@ struct Filtered {
   std::vector<TC> vals;
 };
 template <class TC>
-Filtered<TC> filter(const BsrStructure& c, const std::vector<TC>& vals, double tol) {
+Filtered<TC> filter(const BsrStructure& c, std::span<const TC> vals, double tol) {
   const index_t bb = c.block_size() * c.block_size();
   const auto ptr = c.block_row_ptr();
   const auto idx = c.block_col_indices();
@@ -183,16 +183,19 @@ auto multiply_with(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, dou
   check_tolerance(form_name(plan.form()), drop_tolerance, [&] { return describe(A, B); });
   const std::shared_ptr<const BsrStructure>& c = plan.structure();
   const index_t bb = c->block_size() * c->block_size();
-  std::vector<TC> vals = detail::huge_vector<TC>(plan.stored() * bb, "multiply: C's values");
+  // Untouched: the numeric phase writes every value, and its threads fault in the pages
+  // of the rows they do.
+  const auto n_vals = static_cast<std::size_t>(plan.stored() * bb);
+  std::unique_ptr<TC[]> vals = detail::huge_untouched<TC>(plan.stored() * bb, "multiply: C's values");
   // A BSR product also skips block products whose norm bound is at or below the
   // tolerance (numeric_into; a CSR entry's products are single multiplications).
-  numeric_into(plan, A, B, vals.data(), drop_tolerance);
+  numeric_into(plan, A, B, vals.get(), drop_tolerance);
   if (drop_tolerance > 0.0) {
-    Filtered<TC> f = filter(*c, vals, drop_tolerance);
+    Filtered<TC> f = filter(*c, std::span<const TC>(vals.get(), n_vals), drop_tolerance);
     return Result(detail::trusted_structure(c->rows(), c->cols(), c->block_size(), std::move(f.ptr), std::move(f.idx)),
                   std::move(f.vals));
   }
-  return Result(c, std::move(vals));
+  return Result(c, detail::Storage<TC>(std::move(vals), n_vals), detail::Written{});
 }
 
 }  // namespace

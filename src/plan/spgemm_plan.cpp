@@ -332,12 +332,16 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   if (stored > std::numeric_limits<index_t>::max() / bb)
     throw OverflowError(detail::concat("spgemm_plan: C's ", stored, " blocks of ", a->block_size(), " x ",
                                        a->block_size(), " values would overflow index_t: ", operands()));
-  std::vector<index_t> idx = detail::huge_reserved<index_t>(stored, "spgemm_plan: C's column indices");
-  for (index_t p = 0; p < n_pieces; ++p) {
+  // Gathered on the threads, into memory none has touched: each faults in the pages it
+  // writes, where a vector would first be written through on one thread.
+  std::unique_ptr<index_t[]> idx = detail::huge_untouched<index_t>(stored, "spgemm_plan: C's column indices");
+  const int movers = detail::parts_for(n_pieces, detail::work_ns(detail::Work::stream, static_cast<double>(stored)));
+  detail::parallel_for(movers, n_pieces, ranges, [&](int, index_t p) {
     const index_t* from = scratch[piece_slot[p]].out.data() + piece_at[p];
-    idx.insert(idx.end(), from, from + (ptr[pieces[p + 1]] - ptr[pieces[p]]));
-  }
-  c_ = detail::trusted_structure(v.rows, v.cols, a->block_size(), std::move(ptr), std::move(idx));
+    std::copy(from, from + (ptr[pieces[p + 1]] - ptr[pieces[p]]), idx.get() + ptr[pieces[p]]);
+  });
+  c_ = detail::trusted_structure(v.rows, v.cols, a->block_size(), std::move(ptr),
+                                 detail::Storage<index_t>(std::move(idx), static_cast<std::size_t>(stored)));
 }
 
 double SpgemmPlan::multiply_adds() const noexcept {
