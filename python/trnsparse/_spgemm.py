@@ -64,6 +64,13 @@ def _check(who: str, A, B, inner: tuple[int, int], drop_tolerance) -> tuple[Spar
     return A, B, tol
 
 
+def _handles(A: Sparse, B: Sparse, a_stored=None, b_stored=None):
+    """Both operands' core matrices; once when B is A (A², A Aᵀ): a handle compares the
+    arrays with its cached copy, a pass as long as a small product."""
+    ha = A._handle(a_stored)
+    return ha, (ha if B is A and b_stored is a_stored else B._handle(b_stored))
+
+
 def _needs_grad(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
@@ -80,7 +87,7 @@ class _SparseSparseProduct(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a_stored, b_stored, A: Sparse, B: Sparse, tol: float, result: list):
-        ha, hb = A._handle(a_stored), B._handle(b_stored)
+        ha, hb = _handles(A, B, a_stored, b_stored)
         hc = _core.spgemm(ha, hb, tol, False)
         C = type(A)._from_handle(hc)
         ctx.handles = (ha, hb, hc)
@@ -110,13 +117,13 @@ def matmul(A, B, drop_tolerance: float = 0.0) -> Sparse:
         result: list = []
         values = _SparseSparseProduct.apply(a_stored, b_stored, A, B, tol, result)
         return _with_values(result[0], values)
-    return type(A)._from_handle(_core.spgemm(A._handle(), B._handle(), tol, False))
+    return type(A)._from_handle(_core.spgemm(*_handles(A, B), tol, False))
 
 
 def matmul_transposed(A, B, drop_tolerance: float = 0.0) -> Sparse:
     """C = A @ Bᵀ without forming Bᵀ (A Aᵀ with B = A). Not differentiable."""
     A, B, tol = _check("matmul_transposed", A, B, (1, 1), drop_tolerance)
-    return type(A)._from_handle(_core.spgemm(A._handle(), B._handle(), tol, True))
+    return type(A)._from_handle(_core.spgemm(*_handles(A, B), tol, True))
 
 
 def galerkin(P, A, drop_tolerance: float = 0.0) -> Sparse:

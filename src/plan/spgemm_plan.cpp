@@ -40,13 +40,30 @@ FormViews form_views(const BsrPlan& a, const BsrPlan& b, SpgemmForm form) {
   throw InvalidArgument("spgemm: unknown form");
 }
 
+namespace {
+
+/// Runs f(i) for each row i of `v` on the threads: a pass of a few operations per stored
+/// entry.
+template <class F>
+void for_rows(const RowsView& v, F&& f) {
+  const int parts = parts_for(v.rows, work_ns(Work::stream, static_cast<double>(v.ptr[v.rows] + v.rows)));
+  parallel_parts(parts, [&](int t) {
+    for (index_t i = v.rows * t / parts; i < v.rows * (t + 1) / parts; ++i) f(i);
+  });
+}
+
+}  // namespace
+
 std::vector<index_t> spgemm_cost(const RowsView& L, const RowsView& R) {
   std::vector<index_t> cost = make_vector<index_t>(L.rows + 1, "spgemm: row costs");
-  for (index_t i = 0; i < L.rows; ++i) {
+  // A row's products are at most its entries times R's stored entries: no overflow
+  // within a row.
+  for_rows(L, [&](index_t i) {
     index_t c = 0;
     for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) c += R.ptr[L.idx[q] + 1] - R.ptr[L.idx[q]];
-    cost[i + 1] = checked_add(cost[i], c, "spgemm: block products");
-  }
+    cost[i + 1] = c;
+  });
+  for (index_t i = 0; i < L.rows; ++i) cost[i + 1] = checked_add(cost[i], cost[i + 1], "spgemm: block products");
   return cost;
 }
 
@@ -89,11 +106,11 @@ namespace {
 /// a product's symbolic phase then reads one row of each run.
 std::vector<std::uint8_t> repeated_rows(const RowsView& v) {
   std::vector<std::uint8_t> repeats = make_vector<std::uint8_t>(v.rows, "spgemm_plan: repeated rows");
-  for (index_t k = 1; k < v.rows; ++k) {
+  for_rows(v, [&](index_t k) {
     const index_t n = v.ptr[k + 1] - v.ptr[k];
-    repeats[k] = n > 0 && n == v.ptr[k] - v.ptr[k - 1] &&
+    repeats[k] = k > 0 && n > 0 && n == v.ptr[k] - v.ptr[k - 1] &&
                  std::equal(v.idx + v.ptr[k], v.idx + v.ptr[k + 1], v.idx + v.ptr[k - 1]);
-  }
+  });
   return repeats;
 }
 
