@@ -56,8 +56,8 @@ void for_rows(const RowsView& v, F&& f) {
 
 std::vector<index_t> spgemm_cost(const RowsView& L, const RowsView& R) {
   std::vector<index_t> cost = make_vector<index_t>(L.rows + 1, "spgemm: row costs");
-  // A row's products are at most its entries times R's stored entries: no overflow
-  // within a row.
+  // A row reads each row of R at most once (its columns are distinct): its products are
+  // at most R's stored entries, so only the prefix can overflow.
   for_rows(L, [&](index_t i) {
     index_t c = 0;
     for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) c += R.ptr[L.idx[q] + 1] - R.ptr[L.idx[q]];
