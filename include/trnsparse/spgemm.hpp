@@ -89,8 +89,9 @@ public:
   [[nodiscard]] const BsrPlan& right() const noexcept { return *b_; }
   /// Internal: multiply-adds of C's rows [0, i), i in [0, block rows of C].
   [[nodiscard]] std::span<const index_t> cost() const noexcept { return cost_; }
-  /// Internal: 1 for each row of the right operand (as the form reads it) that has the
-  /// same columns as the row before.
+  /// Internal: 1 for each row of the left (right) operand, as the form reads it, that has
+  /// the same columns as the row before.
+  [[nodiscard]] std::span<const std::uint8_t> left_repeats() const noexcept { return left_repeats_; }
   [[nodiscard]] std::span<const std::uint8_t> right_repeats() const noexcept { return right_repeats_; }
 
 private:
@@ -98,7 +99,7 @@ private:
   SpgemmForm form_;
   std::shared_ptr<const BsrStructure> c_;
   std::vector<index_t> cost_;
-  std::vector<std::uint8_t> right_repeats_;
+  std::vector<std::uint8_t> left_repeats_, right_repeats_;
 };
 
 /// The cached plan for (A, B) in `form` (built on a miss). Plans are kept in a

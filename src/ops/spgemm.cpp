@@ -136,7 +136,8 @@ void numeric_into(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, TC* 
   const kernels::SpgemmProduct<T, TC> prob{
       .b = c.block_size(),
       .cols = c.block_cols(),
-      .L = detail::spgemm_operand(plan.left(), left_t, detail::stored_values(A).data(), nullptr, na.empty() ? nullptr : na.data()),
+      .L = detail::spgemm_operand(plan.left(), left_t, detail::stored_values(A).data(), nullptr,
+                                  na.empty() ? nullptr : na.data(), plan.left_repeats().data()),
       .R = detail::spgemm_operand(plan.right(), right_t, detail::stored_values(B).data(), right_idx32(B, right_t),
                                   nb.empty() ? nullptr : nb.data(), plan.right_repeats().data()),
       .c_ptr = c.block_row_ptr().data(),

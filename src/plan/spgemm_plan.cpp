@@ -312,8 +312,9 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   // One pass: each thread appends the columns of the rows it does to its own buffer,
   // and C's column indices are gathered from the buffers, piece by piece, at the end.
   std::vector<index_t> ptr = detail::huge_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
-  const std::vector<std::uint8_t> l_repeats = detail::repeated_rows(v.L);
-  right_repeats_ = v.R.idx == v.L.idx ? l_repeats : detail::repeated_rows(v.R);
+  left_repeats_ = detail::repeated_rows(v.L);
+  right_repeats_ = v.R.idx == v.L.idx ? left_repeats_ : detail::repeated_rows(v.R);
+  const std::vector<std::uint8_t>& l_repeats = left_repeats_;
   const detail::SymbolicOperands op{v.L, v.R, l_repeats.data(), right_repeats_.data()};
   std::vector<detail::SymbolicScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(parts));

@@ -221,7 +221,8 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
     SCOPED_TRACE(::testing::Message() << "b " << b);
     check(random_bsr<T>(this->rng, 61, 50, b), random_bsr<T>(this->rng, 50, 45, b));
   }
-  // Rows of B repeating the row before (three unknowns per node): read in runs.
+  // Rows of A and of B repeating the row before (three unknowns per node): A's summed
+  // together, B's read in runs.
   SCOPED_TRACE("elasticity, b 1");
   const BsrMatrix<T> E = to_bsr(cast<T>(elasticity3d<double>(3)), 1);
   check(E, E);
@@ -231,13 +232,17 @@ TEST(Spgemm, ThreadCountsGiveIdenticalBits) {
   const RuntimeGuard guard;
   const auto A = poisson3d<double>(20);
   const auto Ab = to_bsr(A, 3);
+  // Three unknowns per node: runs of repeated rows, which threads' pieces cut.
+  const auto E = elasticity3d<double>(5);
   for_each_isa([&](Isa) {
-    std::optional<std::vector<double>> csr, bsr, grad;
+    std::optional<std::vector<double>> csr, bsr, grad, runs;
     for (const int threads : {1, 2, 3}) {
       set_num_threads(threads);
       clear_spgemm_plan_cache();
       const auto C = multiply(A, A);
       const auto Cb = multiply(Ab, Ab);
+      const auto Ce = multiply(E, E);
+      const std::vector<double> ce(Ce.values().begin(), Ce.values().end());
       std::vector<double> dA(static_cast<std::size_t>(A.nnz()));
       multiply_backward(A, A, C, std::span<double>(dA), std::span<double>());
       const std::vector<double> c(C.values().begin(), C.values().end()), cb(Cb.blocks().begin(), Cb.blocks().end());
@@ -245,9 +250,11 @@ TEST(Spgemm, ThreadCountsGiveIdenticalBits) {
         csr = c;
         bsr = cb;
         grad = dA;
+        runs = ce;
         continue;
       }
       EXPECT_EQ(c, *csr) << threads << " threads";
+      EXPECT_EQ(std::memcmp(ce.data(), runs->data(), ce.size() * sizeof(double)), 0) << threads << " threads";
       EXPECT_EQ(std::memcmp(cb.data(), bsr->data(), cb.size() * sizeof(double)), 0) << threads << " threads";
       EXPECT_EQ(std::memcmp(dA.data(), grad->data(), dA.size() * sizeof(double)), 0) << threads << " threads";
     }
