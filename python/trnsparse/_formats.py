@@ -65,6 +65,15 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
+def _from_core(cls, **fields):
+    """An instance of the dataclass `cls` over arrays the core returned, which it has
+    checked already: __post_init__'s normalisation is skipped (a measurable part of a
+    small product's call)."""
+    m = object.__new__(cls)
+    m.__dict__.update(fields, _core_cache=None)
+    return m
+
+
 def _state_without_cache(m) -> dict:
     """The attributes to copy or pickle: the conversion cache is the core's, not data."""
     return {**m.__dict__, "_core_cache": None}
@@ -150,7 +159,8 @@ class CSRMatrix(_EntryMatrix):
     @classmethod
     def _from_handle(cls, h) -> "CSRMatrix":
         rp, ci, v = h.arrays()
-        return cls(from_array(v, dtype_of_name(h.dtype)), from_array(ci), from_array(rp), (h.rows, h.cols))
+        return _from_core(cls, values=from_array(v, dtype_of_name(h.dtype)), col_indices=from_array(ci),
+                          row_ptrs=from_array(rp), shape=(h.rows, h.cols))
 
     def to_dense(self) -> torch.Tensor:
         return from_array(_core.to_dense(self._handle()), self.dtype)
@@ -313,8 +323,8 @@ class BSRMatrix:
     @classmethod
     def _from_handle(cls, h) -> "BSRMatrix":
         rp, ci, blocks = h.arrays()
-        return cls(from_array(blocks, dtype_of_name(h.dtype)), from_array(ci), from_array(rp), (h.rows, h.cols),
-                   h.block_size)
+        return _from_core(cls, blocks=from_array(blocks, dtype_of_name(h.dtype)), block_col_indices=from_array(ci),
+                          block_row_ptrs=from_array(rp), shape=(h.rows, h.cols), block_size=int(h.block_size))
 
     @classmethod
     def from_dense(cls, A, block_size: int = DEFAULT_BLOCK_SIZE, threshold: float = 0.0) -> "BSRMatrix":
