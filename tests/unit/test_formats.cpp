@@ -1,6 +1,7 @@
 // Validation and invariants of the storage formats: every error path of the validating
 // constructors (exception type, argument name and first offending position), COO and
 // CSR canonicalisation, BSR structure fingerprints, extents and padding.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -302,6 +303,44 @@ TEST(BsrStructure, FingerprintsFollowEquality) {
     EXPECT_NE(different[i].fingerprint(), base->fingerprint());
     for (std::size_t j = 0; j < i; ++j) EXPECT_NE(different[i].fingerprint(), different[j].fingerprint()) << j;
   }
+}
+
+// A product's structure and values are arrays the library wrote (detail::Storage over an
+// untouched allocation), where the caller's are vectors: copies of both are deep, equal
+// and independent, and the copied structure has the same fingerprint.
+TEST(BsrStructure, ArraysTheLibraryWroteCopyLikeVectors) {
+  const CsrMatrix<double> A = poisson3d<double>(4);
+  const CsrMatrix<double> C = multiply(A, A);
+  const BsrStructure& s = *C.structure_ptr();
+  const BsrStructure copy(s);
+  EXPECT_TRUE(copy == s);
+  EXPECT_EQ(copy.fingerprint(), s.fingerprint());
+  EXPECT_NE(copy.block_col_indices().data(), s.block_col_indices().data());
+  const BsrStructure rebuilt(s.rows(), s.cols(), 1, {s.block_row_ptr().begin(), s.block_row_ptr().end()},
+                             {s.block_col_indices().begin(), s.block_col_indices().end()});
+  EXPECT_TRUE(rebuilt == s);
+
+  CsrMatrix<double> D = C;  // values copied, structure shared
+  ASSERT_EQ(D.nnz(), C.nnz());
+  EXPECT_NE(D.values().data(), C.values().data());
+  EXPECT_TRUE(std::equal(D.values().begin(), D.values().end(), C.values().begin()));
+  const double first = C.values()[0];
+  D.values()[0] = first + 1.0;
+  EXPECT_EQ(C.values()[0], first);
+  CsrMatrix<double> E = std::move(D);  // moves keep the array
+  EXPECT_EQ(E.values()[0], first + 1.0);
+  E = C;
+  EXPECT_EQ(E.values()[0], first);
+  CsrMatrix<double> F = multiply(A, A);
+  const double* written = F.values().data();
+  const CsrMatrix<double> G = std::move(F);
+  EXPECT_EQ(G.values().data(), written);
+
+  const BsrMatrix<double> Ab = to_bsr(A, 3);
+  const BsrMatrix<double> Cb = multiply(Ab, Ab);
+  BsrMatrix<double> Db = Cb;
+  EXPECT_NE(Db.blocks().data(), Cb.blocks().data());
+  EXPECT_TRUE(std::equal(Db.blocks().begin(), Db.blocks().end(), Cb.blocks().begin()));
 }
 
 // ---- BsrMatrix --------------------------------------------------------------------------

@@ -307,6 +307,9 @@ TEST(Spgemm, RepeatedAndScatteredRowsGiveTheStructuralProduct) {
                                    {4095, "4095 columns"}, {4096, "4096 columns"}})
     cases.push_back({name, csr_from_dense<double>(random_dense<double>(rng, 50, 40, 0.2).view()),
                      csr_from_dense<double>(random_dense<double>(rng, 40, cols, cols > 64 ? 0.02 : 0.15).view())});
+  // Rows reaching each of C's few columns many times (more products than columns).
+  cases.push_back({"dense rows over few columns", csr_from_dense<double>(random_dense<double>(rng, 4, 600, 1.0).view()),
+                   csr_from_dense<double>(random_dense<double>(rng, 600, 70, 0.9).view())});
   // Rows of C over about 100 words of marks each: the symbolic phase sorts them whole.
   cases.push_back({"many scattered words", csr_from_dense<double>(random_dense<double>(rng, 20, 30, 0.5).view()),
                    csr_from_dense<double>(random_dense<double>(rng, 30, 20000, 0.0004).view())});
