@@ -27,6 +27,14 @@ index_t checked_value_count(index_t n_blocks, index_t b) {
   return detail::checked_mul(n_blocks, detail::checked_mul(b, b, "bsr: block_size^2"), "bsr: n_blocks * block_size^2");
 }
 
+/// The checks of the validating constructor, on a structure built without them.
+void check_structure(const BsrStructure& s) {
+  const Grid g = checked_grid(s.rows(), s.cols(), s.block_size(), "bsr");
+  detail::validate_compressed("bsr", s.block_row_ptr(), g.block_rows, s.block_col_indices(), g.block_cols, true,
+                              "block_row_ptr", "block_col_idx", "block row");
+  (void)checked_value_count(s.n_blocks(), s.block_size());
+}
+
 // SplitMix64 finaliser: the mixing step of the fingerprint.
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -49,10 +57,7 @@ BsrStructure::BsrStructure(Trusted, index_t rows, index_t cols, index_t block_si
 BsrStructure::BsrStructure(index_t rows, index_t cols, index_t block_size, std::vector<index_t> block_row_ptr,
                            std::vector<index_t> block_col_idx)
     : BsrStructure(Trusted{}, rows, cols, block_size, std::move(block_row_ptr), std::move(block_col_idx)) {
-  const Grid g = checked_grid(rows, cols, block_size, "bsr");
-  detail::validate_compressed("bsr", row_ptr_, g.block_rows, col_idx_, g.block_cols, true, "block_row_ptr",
-                              "block_col_idx", "block row");
-  (void)checked_value_count(n_blocks(), b_);
+  check_structure(*this);
 }
 
 BsrStructure::BsrStructure(const BsrStructure& other)
@@ -89,10 +94,7 @@ std::shared_ptr<const BsrStructure> detail::trusted_structure(index_t rows, inde
   std::shared_ptr<const BsrStructure> s(new BsrStructure(BsrStructure::Trusted{}, rows, cols, block_size,
                                                          std::move(block_row_ptr), std::move(block_col_idx)));
 #ifndef NDEBUG
-  const Grid g = checked_grid(rows, cols, block_size, "bsr");
-  validate_compressed("bsr", s->block_row_ptr(), g.block_rows, s->block_col_indices(), g.block_cols, true,
-                      "block_row_ptr", "block_col_idx", "block row");
-  (void)checked_value_count(s->n_blocks(), block_size);
+  check_structure(*s);
 #endif
   return s;
 }
