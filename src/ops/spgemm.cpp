@@ -186,17 +186,17 @@ auto multiply_with(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, dou
   const index_t bb = c->block_size() * c->block_size();
   // Untouched: the numeric phase writes every value, and its threads fault in the pages
   // of the rows they do.
-  const auto n_vals = static_cast<std::size_t>(plan.stored() * bb);
-  std::unique_ptr<TC[]> vals = detail::huge_untouched<TC>(plan.stored() * bb, "multiply: C's values");
+  const index_t n_vals = plan.stored() * bb;
+  std::unique_ptr<TC[]> vals = detail::huge_untouched<TC>(n_vals, "multiply: C's values");
   // A BSR product also skips block products whose norm bound is at or below the
   // tolerance (numeric_into; a CSR entry's products are single multiplications).
   numeric_into(plan, A, B, vals.get(), drop_tolerance);
   if (drop_tolerance > 0.0) {
-    Filtered<TC> f = filter(*c, std::span<const TC>(vals.get(), n_vals), drop_tolerance);
+    Filtered<TC> f = filter(*c, std::span<const TC>(vals.get(), static_cast<std::size_t>(n_vals)), drop_tolerance);
     return Result(detail::trusted_structure(c->rows(), c->cols(), c->block_size(), std::move(f.ptr), std::move(f.idx)),
                   std::move(f.vals));
   }
-  return Result(c, detail::Storage<TC>(std::move(vals), n_vals), detail::Written{});
+  return Result(c, detail::Storage<TC>(std::move(vals), static_cast<std::size_t>(n_vals)), detail::Written{});
 }
 
 }  // namespace

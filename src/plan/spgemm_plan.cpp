@@ -314,8 +314,7 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   std::vector<index_t> ptr = detail::huge_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
   left_repeats_ = detail::repeated_rows(v.L);
   right_repeats_ = v.R.idx == v.L.idx ? left_repeats_ : detail::repeated_rows(v.R);
-  const std::vector<std::uint8_t>& l_repeats = left_repeats_;
-  const detail::SymbolicOperands op{v.L, v.R, l_repeats.data(), right_repeats_.data()};
+  const detail::SymbolicOperands op{v.L, v.R, left_repeats_.data(), right_repeats_.data()};
   std::vector<detail::SymbolicScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(parts));
   for (int t = 0; t < parts; ++t) scratch.emplace_back(v.block_cols);
@@ -330,7 +329,7 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
       // A row of L that repeats the row before it gives C's row the same columns. The
       // first row of a piece is computed afresh, so the result is the same however the
       // pieces fall on threads.
-      if (i > pieces[p] && l_repeats[i]) {
+      if (i > pieces[p] && left_repeats_[i]) {
         const index_t n = ptr[i];  // the previous row's count
         index_t* dst = out.room(n);
         out.commit(std::copy(dst - n, dst, dst));
