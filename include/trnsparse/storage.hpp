@@ -9,16 +9,23 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace trnsparse::detail {
+
+/// Copies `bytes` bytes from `src` to `dst`, memory nothing has written yet: a large
+/// copy runs on the library's threads, each faulting in the pages it writes.
+void copy_to_untouched(void* dst, const void* src, std::size_t bytes);
 
 /// Tags the constructors of matrices that take values the library wrote (a Storage).
 struct Written {};
 
 template <class T>
 class Storage {
+  static_assert(std::is_trivially_copyable_v<T>);
+
 public:
   Storage() = default;
   /// Keeps `v`'s elements where they are.
@@ -27,7 +34,8 @@ public:
   /// Adopts `n` elements at `array`, every one of them written by the caller.
   Storage(std::unique_ptr<T[]> array, std::size_t n) noexcept
       : array_(std::move(array)), data_(array_.get()), size_(n) {}
-  Storage(const Storage& other) : Storage(std::vector<T>(other.begin(), other.end())) {}
+  /// A copy is an array the library writes (see copy_to_untouched).
+  Storage(const Storage& other) : Storage(copy_of(other)) {}
   Storage(Storage&& other) noexcept
       : vec_(std::move(other.vec_)),
         array_(std::move(other.array_)),
@@ -53,6 +61,12 @@ public:
   operator std::span<const T>() const noexcept { return {data_, size_}; }  // NOLINT(google-explicit-constructor)
 
 private:
+  static Storage copy_of(const Storage& other) {
+    auto array = std::make_unique_for_overwrite<T[]>(other.size_);
+    copy_to_untouched(array.get(), other.data_, other.size_ * sizeof(T));
+    return {std::move(array), other.size_};
+  }
+
   std::vector<T> vec_;
   std::unique_ptr<T[]> array_;
   T* data_ = nullptr;

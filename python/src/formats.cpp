@@ -7,13 +7,29 @@
 namespace trnsparse::python {
 namespace {
 
+/// A structure's (row pointer, column index) arrays as Python gets them. Python may write
+/// into what it gets, and a structure is immutable once others share it (a product's
+/// result shares its plan's structure with every later product of the same pair; handles
+/// share theirs with plans): a shared structure is copied, one only this handle holds is
+/// lent.
+std::pair<py::array, py::array> index_arrays(const std::shared_ptr<const BsrStructure>& structure,
+                                             py::handle owner) {
+  const auto lend = [](const BsrStructure& s, py::handle o) {
+    return std::pair{array_over<index_t>(s.block_row_ptr().data(), {s.block_rows() + 1}, o),
+                     array_over<index_t>(s.block_col_indices().data(), {s.n_blocks()}, o)};
+  };
+  if (structure.use_count() == 1) return lend(*structure, owner);
+  auto [copy, copy_owner] = adopt(std::make_shared<const BsrStructure>(*structure));
+  return lend(**copy, copy_owner);
+}
+
 py::tuple csr_arrays(py::object self) {
   const Csr& h = self.cast<const Csr&>();
   return std::visit(
       [&](const auto& A) {
         using T = matrix_value_t<decltype(A)>;
-        return py::make_tuple(array_over<index_t>(A.row_ptr().data(), {static_cast<py::ssize_t>(A.rows()) + 1}, self),
-                              array_over<index_t>(A.col_indices().data(), {static_cast<py::ssize_t>(A.nnz())}, self),
+        auto [row_ptr, col_indices] = index_arrays(A.structure_ptr(), self);
+        return py::make_tuple(row_ptr, col_indices,
                               array_over<T>(A.values().data(), {static_cast<py::ssize_t>(A.nnz())}, self));
       },
       h.m);
@@ -26,12 +42,8 @@ py::tuple bsr_arrays(py::object self) {
         using T = matrix_value_t<decltype(A)>;
         const BsrStructure& s = A.structure();
         const auto b = static_cast<py::ssize_t>(s.block_size());
-        // Copies of the index arrays: Python may write into what it gets, and the
-        // structure is shared (handles, plans) and immutable.
-        const auto copy = [](std::span<const index_t> a) {
-          return vector_array(std::vector<index_t>(a.begin(), a.end()));
-        };
-        return py::make_tuple(copy(s.block_row_ptr()), copy(s.block_col_indices()),
+        auto [row_ptr, col_indices] = index_arrays(A.structure_ptr(), self);
+        return py::make_tuple(row_ptr, col_indices,
                               array_over<T>(A.blocks().data(), {static_cast<py::ssize_t>(s.n_blocks()), b, b}, self));
       },
       h.m);
@@ -121,7 +133,7 @@ void bind_formats(py::module_& m) {
       .def_property_readonly("rows", [](const Csr& h) { return std::visit([](const auto& A) { return A.rows(); }, h.m); })
       .def_property_readonly("cols", [](const Csr& h) { return std::visit([](const auto& A) { return A.cols(); }, h.m); })
       .def_property_readonly("dtype", &dtype_of<Csr>)
-      .def("arrays", &csr_arrays, "(row_ptr, col_indices, values) as arrays over this handle's memory");
+      .def("arrays", &csr_arrays, "(row_ptr, col_indices, values) as arrays over this handle's memory (copied index arrays when its structure is shared)");
   py::class_<Bsr>(m, "Bsr")
       .def_property_readonly("rows", [](const Bsr& h) { return std::visit([](const auto& A) { return A.rows(); }, h.m); })
       .def_property_readonly("cols", [](const Bsr& h) { return std::visit([](const auto& A) { return A.cols(); }, h.m); })

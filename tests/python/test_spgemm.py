@@ -81,6 +81,25 @@ def test_threads_give_identical_bits():
     assert all(torch.equal(o, outs[0]) for o in outs)
 
 
+@pytest.mark.parametrize("fmt", ["csr", "bsr"])
+def test_results_own_their_indices(fmt):
+    """A product's result and every later product of the same pair share the cached
+    plan's structure in the core; what Python gets is its own, so writing into one
+    result's indices leaves the next product (and the core's plan) as they were."""
+    A = ts.poisson3d(6)
+    if fmt == "bsr":
+        A = ts.BSRMatrix.from_dense(A.to_dense(), block_size=3)
+    ptr_name, idx_name = ("row_ptrs", "col_indices") if fmt == "csr" else ("block_row_ptrs", "block_col_indices")
+    first = A @ A
+    want_ptr, want_idx = getattr(first, ptr_name).clone(), getattr(first, idx_name).clone()
+    getattr(first, idx_name)[1:] = 0
+    getattr(first, ptr_name)[-1] = 0
+    again = A @ A
+    assert torch.equal(getattr(again, idx_name), want_idx)
+    assert torch.equal(getattr(again, ptr_name), want_ptr)
+    assert torch.equal(again.to_dense(), A.to_dense() @ A.to_dense())
+
+
 @pytest.mark.parametrize("fmt", ["csr", "bsr2", "bsr3"])
 def test_gradcheck(fmt):
     a, b = _pair(7, 6, 5, 5, torch.float64)

@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "kernel_support.hpp"
 #include "support.hpp"
 
 namespace trnsparse::test {
@@ -341,6 +342,23 @@ TEST(BsrStructure, ArraysTheLibraryWroteCopyLikeVectors) {
   BsrMatrix<double> Db = Cb;
   EXPECT_NE(Db.blocks().data(), Cb.blocks().data());
   EXPECT_TRUE(std::equal(Db.blocks().begin(), Db.blocks().end(), Cb.blocks().begin()));
+}
+
+TEST(BsrStructure, LargeCopiesAreExactOnAnyThreadCount) {
+  // 1.5 M column indices (11.7 MiB): the copy runs in 2 MiB pieces on the threads.
+  const CsrMatrix<double> A = poisson3d<double>(40);
+  const CsrMatrix<double> C = multiply(A, A);
+  const BsrStructure& s = *C.structure_ptr();
+  ASSERT_GT(s.block_col_indices().size_bytes(), std::size_t{11} << 20);
+  const RuntimeGuard guard;
+  for (const int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    const BsrStructure copy(s);
+    EXPECT_TRUE(copy == s) << threads << " threads";
+    EXPECT_NE(copy.block_col_indices().data(), s.block_col_indices().data());
+  }
+  const BsrStructure empty(0, 0, 1, {0}, {});
+  EXPECT_TRUE(BsrStructure(empty) == empty);
 }
 
 // ---- BsrMatrix --------------------------------------------------------------------------
