@@ -1123,22 +1123,44 @@ void amx_rows_write(const BsrProduct<bf16, TY>& p, const float* c, index_t ldc, 
   }
 }
 
+/// A tile group's C, stored, waiting to be written to Y (dX) by amx_rows_write: rows
+/// [done, tokens) are left.
+struct PendingRows {
+  static constexpr index_t kLd = 2 * kLaneTokens;  // 32 tokens x 32 outputs
+  alignas(64) float c[2 * 16 * kLd];
+  index_t t0 = 0, tokens = 0, o0 = 0, outputs = 0, done = 0;
+
+  /// Writes the next `n` rows (fewer at the end).
+  template <class TY>
+  void write(const BsrProduct<bf16, TY>& p, index_t n) {
+    n = min_index(n, tokens - done);
+    if (n > 0) amx_rows_write(p, c + done * kLd, kLd, t0 + done, n, o0, outputs);
+    done += n;
+  }
+};
+
 /// The token-major product: per block row of W (of Wᵀ for dX) and group of 32 of its
 /// outputs, tiles of 32 tokens x 32 outputs summed over the row's stored blocks (each
-/// output one fixed sum: the same bits on any thread count).
+/// output one fixed sum: the same bits on any thread count). A group's C is written out
+/// during the next group's K steps, a few rows after each: a sparse row has few steps a
+/// group, and writing C between groups leaves the tile unit idle for about as long as a
+/// quarter of its work (docs/sparse_weights.md, "Since").
 template <class TY>
 void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t r0, index_t r1) {
   const index_t b = p.b, K = amx_k(p), panels = token_panels(p);
   const index_t panel_words = p.in_block_rows * b * kLaneTokens;  // a panel's K steps, 16 x K each
   const auto* wt = reinterpret_cast<const std::uint32_t*>(packed + amx_rows_words(p));
   const auto lda = static_cast<long>(K * sizeof(bf16)), ldb = static_cast<long>(b * sizeof(std::uint32_t));
-  constexpr index_t ldo = 2 * kLaneTokens;  // out: 32 tokens x 32 outputs
-  alignas(64) float out[2 * 16 * ldo];
+  PendingRows pending[2];
+  int next = 0;  // the buffer the group being computed stores into
   const TileConfig config(K);
   _tile_loadconfig(&config);
   const index_t pair_bytes = 2 * panel_words * index_t{sizeof(bf16)};
   for_tile_groups(p, r0, r1, pair_bytes, [&](index_t bi, index_t rows, index_t g, index_t tp, bool) [[gnu::always_inline]] {
     const TileGroup group{.two_a = tp + 1 < panels, .two_b = g + 16 < rows};  // token panels x output groups
+    PendingRows& last = pending[1 - next];
+    const index_t steps = (p.ptr[bi + 1] - p.ptr[bi]) * (b / K);
+    const index_t per_step = steps == 0 ? last.tokens : (last.tokens - last.done + steps - 1) / steps;
     TileGroup::zero();
     for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
       const bf16* x = packed + tp * panel_words + p.column(q) * b / K * kLaneTokens * K;
@@ -1146,12 +1168,20 @@ void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t
       for (index_t k = 0; k < b; k += K) {
         const bf16* xk = x + k / K * kLaneTokens * K;
         group.step(xk, xk + panel_words, lda, w + k / 2 * b, w + k / 2 * b + 16, ldb);
+        last.write(p, per_step);
       }
     }
-    group.store(out, ldo);  // amx_rows_write reads only the tokens and outputs these hold
-    amx_rows_write(p, out, ldo, tp * kLaneTokens, min_index(ldo, p.width - tp * kLaneTokens), bi * b + g,
-                   min_index(32, rows - g));
+    last.write(p, last.tokens);
+    PendingRows& now = pending[next];
+    group.store(now.c, PendingRows::kLd);  // amx_rows_write reads only the tokens and outputs these hold
+    now.t0 = tp * kLaneTokens;
+    now.tokens = min_index(PendingRows::kLd, p.width - now.t0);
+    now.o0 = bi * b + g;
+    now.outputs = min_index(32, rows - g);
+    now.done = 0;
+    next = 1 - next;
   });
+  pending[1 - next].write(p, pending[1 - next].tokens);
   _tile_release();
 }
 
