@@ -121,7 +121,7 @@ const kernels::CsrKernels<TA, TY, TV>& csr_kernels() {
 
 template <class T>
 kernels::ColumnSums<T> column_sums() {
-  return &reference::column_sums<T>;
+  return sddmm_kernels<T>().column_sums;
 }
 
 template <class T>

@@ -64,8 +64,11 @@ struct BsrProduct {
   [[nodiscard]] bool plain() const { return !b_transposed && !c_transposed && !bias; }
   /// Stored block q's block column (block row of B).
   [[nodiscard]] index_t column(index_t q) const { return idx32 ? index_t{idx32[q]} : idx[q]; }
+  /// Where stored block q's values lie among `blocks`, in blocks (its position in A's
+  /// storage when the view is permuted).
+  [[nodiscard]] index_t slot(index_t q) const { return perm ? perm[q] : q; }
   /// Stored block q's values.
-  [[nodiscard]] const TA* block(index_t q) const { return block_at ? block_at[q] : blocks + (perm ? perm[q] : q) * b * b; }
+  [[nodiscard]] const TA* block(index_t q) const { return block_at ? block_at[q] : blocks + slot(q) * b * b; }
   /// Whether `n` elements from a (a stored block's values, or past them) lie within
   /// `blocks`: then a kernel may read whole vectors beyond a small block's end.
   [[nodiscard]] bool readable(const TA* a, index_t n) const {
@@ -133,6 +136,8 @@ struct SddmmKernels {
   void (*pack)(const BsrSampled<T>&, void* packed, index_t c0, index_t c1);
   /// Computes the blocks of block rows [r0, r1).
   void (*compute)(const BsrSampled<T>&, const void* packed, void* workspace, index_t r0, index_t r1);
+  /// The bias gradient beside the weight gradient's SDDMM.
+  ColumnSums<T> column_sums;
 };
 
 /// CSR product C = alpha * A * B + beta * C, rows [r0, r1) per call; each element summed

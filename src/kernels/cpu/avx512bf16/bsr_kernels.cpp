@@ -1001,7 +1001,7 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
   const index_t last = p.ptr[r1];
   const bf16* transposed = reinterpret_cast<const bf16*>(packed + amx_panel_words(p) / 2);
   const auto block = [&](index_t q) {
-    return p.trans_a ? transposed + (p.perm ? p.perm[q] : q) * b * b : p.block(q);
+    return p.trans_a ? transposed + p.slot(q) * b * b : p.block(q);
   };
   const auto lda = static_cast<long>(b * sizeof(bf16)), ldx = static_cast<long>(kLaneTokens * sizeof(float));
   constexpr index_t ldo = 2 * kLaneTokens;  // out: 32 rows x 32 tokens
@@ -1164,7 +1164,7 @@ void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t
     TileGroup::zero();
     for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
       const bf16* x = packed + tp * panel_words + p.column(q) * b / K * kLaneTokens * K;
-      const std::uint32_t* w = wt + (p.perm ? p.perm[q] : q) * b * b / 2 + g;
+      const std::uint32_t* w = wt + p.slot(q) * b * b / 2 + g;
       for (index_t k = 0; k < b; k += K) {
         const bf16* xk = x + k / K * kLaneTokens * K;
         group.step(xk, xk + panel_words, lda, w + k / 2 * b, w + k / 2 * b + 16, ldb);
@@ -1323,11 +1323,13 @@ template BsrKernels<bf16, float> bsr_kernels_amx<float>();
 template BsrKernels<bf16, bf16> bsr_kernels_amx<bf16>();
 
 SddmmKernels<bf16> sddmm_kernels_bf16() {
-  return {&sddmm_pairs_packed_bytes, &sddmm_pairs_workspace_bytes, &sddmm_pairs_pack, &sddmm_pairs_compute};
+  return {&sddmm_pairs_packed_bytes, &sddmm_pairs_workspace_bytes, &sddmm_pairs_pack, &sddmm_pairs_compute,
+          &column_sums<bf16>};
 }
 
 SddmmKernels<bf16> sddmm_kernels_amx() {
-  return {&amx_sddmm_packed_bytes, &amx_sddmm_workspace_bytes, &amx_sddmm_pack, &amx_sddmm_compute};
+  return {&amx_sddmm_packed_bytes, &amx_sddmm_workspace_bytes, &amx_sddmm_pack, &amx_sddmm_compute,
+          &column_sums<bf16>};
 }
 
 template <class TY>
