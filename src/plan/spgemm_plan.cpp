@@ -114,12 +114,25 @@ std::vector<std::uint8_t> repeated_rows(const RowsView& v) {
   return repeats;
 }
 
-/// The symbolic phase's view of C = L·R: both operands and their repeated rows.
+/// The symbolic phase's view of C = L·R: both operands, their repeated rows and, when C
+/// has fewer than 64 columns, R's rows as the bits of a word each (r_masks; else null).
 struct SymbolicOperands {
   RowsView L, R;
   const std::uint8_t* l_repeats;
   const std::uint8_t* r_repeats;
+  const std::uint64_t* r_masks;
 };
+
+/// Row k of `v`'s columns (all below 64) as the bits of a word, for each row.
+std::vector<std::uint64_t> row_masks(const RowsView& v) {
+  std::vector<std::uint64_t> masks = make_vector<std::uint64_t>(v.rows, "spgemm_plan: row masks");
+  for_rows(v, [&](index_t k) {
+    std::uint64_t word = 0;
+    for (index_t s = v.ptr[k]; s < v.ptr[k + 1]; ++s) word |= std::uint64_t{1} << v.idx[s];
+    masks[k] = word;
+  });
+  return masks;
+}
 
 /// Calls f(j) for each column j that row i of C reaches, at least once each: the
 /// columns of R's rows k in L's row i, skipping a row k that repeats row k - 1 when
@@ -241,8 +254,9 @@ inline index_t* write_group(std::uint64_t bits, index_t g, index_t* dst) {
 /// store of the one before in the same word, and a test of whether it was seen mispredicts
 /// on scattered rows. The marks are read back a group of 64 at a time, in order of the
 /// groups the row touched, which are kept by the size of C:
-/// - fewer than 64 columns (a small matrix, or a BSR matrix of few block columns): the
-///   marks themselves stay in a register;
+/// - fewer than 64 columns (a small matrix, or a BSR matrix of few block columns): C's
+///   row is the OR of the words of R's rows (r_masks), one operation per entry of L's row
+///   rather than per term;
 /// - fewer than 64 groups (4096 columns): the touched groups are the bits of a register;
 /// - else each group is listed when its byte turns from zero (a branch that a mesh row,
 ///   which touches a few groups many times, and a scattered row, which touches a new group
@@ -255,7 +269,7 @@ index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, Sy
   index_t* dst = start;
   if (n_groups == 1) {
     std::uint64_t word = 0;
-    for_row_columns(op, i, [&](index_t j) { word |= std::uint64_t{1} << j; });
+    for (index_t q = op.L.ptr[i]; q < op.L.ptr[i + 1]; ++q) word |= op.r_masks[op.L.idx[q]];
     dst = write_group(word, 0, dst);
   } else {
     std::uint8_t *marks = m.marks.data(), *groups = m.groups.data();
@@ -314,7 +328,9 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   std::vector<index_t> ptr = detail::huge_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
   left_repeats_ = detail::repeated_rows(v.L);
   right_repeats_ = v.R.idx == v.L.idx ? left_repeats_ : detail::repeated_rows(v.R);
-  const detail::SymbolicOperands op{v.L, v.R, left_repeats_.data(), right_repeats_.data()};
+  // C's width decides the marks (symbolic_row): under 64 columns, R's rows as words.
+  const std::vector<std::uint64_t> r_masks = v.block_cols < 64 ? detail::row_masks(v.R) : std::vector<std::uint64_t>{};
+  const detail::SymbolicOperands op{v.L, v.R, left_repeats_.data(), right_repeats_.data(), r_masks.data()};
   std::vector<detail::SymbolicScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(parts));
   for (int t = 0; t < parts; ++t) scratch.emplace_back(v.block_cols);
