@@ -1,6 +1,8 @@
 // The out-of-line part of storage.hpp: copies into untouched memory on the threads.
 #include <trnsparse/storage.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "runtime/huge_pages.hpp"
