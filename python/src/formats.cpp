@@ -23,30 +23,28 @@ std::pair<py::array, py::array> index_arrays(const std::shared_ptr<const BsrStru
   return lend(**copy, copy_owner);
 }
 
-py::tuple csr_arrays(py::object self) {
-  const Csr& h = self.cast<const Csr&>();
+/// A handle's stored values (a CSR's entries; a BSR's blocks, n_blocks x b x b) as an
+/// array over its memory.
+template <class H>
+py::array stored_values(py::object self) {
   return std::visit(
       [&](const auto& A) {
         using T = matrix_value_t<decltype(A)>;
-        auto [row_ptr, col_indices] = index_arrays(A.structure_ptr(), self);
-        return py::make_tuple(row_ptr, col_indices,
-                              array_over<T>(A.values().data(), {static_cast<py::ssize_t>(A.nnz())}, self));
+        if constexpr (requires { A.blocks(); }) {
+          const auto n = static_cast<py::ssize_t>(A.n_blocks()), b = static_cast<py::ssize_t>(A.block_size());
+          return array_over<T>(A.blocks().data(), {n, b, b}, self);
+        } else {
+          return array_over<T>(A.values().data(), {static_cast<py::ssize_t>(A.nnz())}, self);
+        }
       },
-      h.m);
+      self.cast<const H&>().m);
 }
 
-py::tuple bsr_arrays(py::object self) {
-  const Bsr& h = self.cast<const Bsr&>();
-  return std::visit(
-      [&](const auto& A) {
-        using T = matrix_value_t<decltype(A)>;
-        const BsrStructure& s = A.structure();
-        const auto b = static_cast<py::ssize_t>(s.block_size());
-        auto [row_ptr, col_indices] = index_arrays(A.structure_ptr(), self);
-        return py::make_tuple(row_ptr, col_indices,
-                              array_over<T>(A.blocks().data(), {static_cast<py::ssize_t>(s.n_blocks()), b, b}, self));
-      },
-      h.m);
+template <class H>
+py::tuple handle_arrays(py::object self) {
+  auto [row_ptr, col_indices] =
+      std::visit([&](const auto& A) { return index_arrays(A.structure_ptr(), self); }, self.cast<const H&>().m);
+  return py::make_tuple(row_ptr, col_indices, stored_values<H>(self));
 }
 
 // `csr` and `bsr` take `cached`, None or the handle an earlier call returned for the
@@ -133,15 +131,20 @@ void bind_formats(py::module_& m) {
       .def_property_readonly("rows", [](const Csr& h) { return std::visit([](const auto& A) { return A.rows(); }, h.m); })
       .def_property_readonly("cols", [](const Csr& h) { return std::visit([](const auto& A) { return A.cols(); }, h.m); })
       .def_property_readonly("dtype", &dtype_of<Csr>)
-      .def("arrays", &csr_arrays, "(row_ptr, col_indices, values) as arrays over this handle's memory (copied index arrays when its structure is shared)");
+      .def("arrays", &handle_arrays<Csr>,
+           "(row_ptr, col_indices, values) as arrays over this handle's memory (copied index arrays when its "
+           "structure is shared)")
+      .def("values", &stored_values<Csr>, "the stored values as an array over this handle's memory");
   py::class_<Bsr>(m, "Bsr")
       .def_property_readonly("rows", [](const Bsr& h) { return std::visit([](const auto& A) { return A.rows(); }, h.m); })
       .def_property_readonly("cols", [](const Bsr& h) { return std::visit([](const auto& A) { return A.cols(); }, h.m); })
       .def_property_readonly("block_size",
                              [](const Bsr& h) { return std::visit([](const auto& A) { return A.block_size(); }, h.m); })
       .def_property_readonly("dtype", &dtype_of<Bsr>)
-      .def("arrays", &bsr_arrays,
-           "(block_row_ptr, block_col_indices, blocks): copies of the indices, blocks over this handle's memory");
+      .def("arrays", &handle_arrays<Bsr>,
+           "(block_row_ptr, block_col_indices, blocks) as arrays over this handle's memory (copied index arrays "
+           "when its structure is shared)")
+      .def("values", &stored_values<Bsr>, "the stored blocks as an array over this handle's memory");
 
   // ---- construction and conversion ----
   m.def("csr", &make_csr, "CSR from raw arrays (copied, validated), or `cached` reused when its arrays are equal");

@@ -89,7 +89,7 @@ class _SparseDenseProduct(torch.autograd.Function):
         need_stored, need_B = ctx.needs_input_grad[:2]
         dC = dense_operand(dC, B.dtype, 2, "spmm backward", "dC")
         dA_h, dB = ctx.gradient(ctx.handle, B, dC)
-        dstored = from_array(dA_h.arrays()[2], B.dtype).view(ctx.stored_shape) if need_stored else None
+        dstored = from_array(dA_h.values(), B.dtype).view(ctx.stored_shape) if need_stored else None
         return dstored, from_array(dB, B.dtype) if need_B else None, None, None, None
 
 

@@ -176,7 +176,7 @@ class _CGSolve(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             X, L = (x, lam) if x.dim() == 2 else (x.unsqueeze(1), lam.unsqueeze(1))
             dA = _core.sampled_matmul(-1.0, ctx.handle, dense_arg(L.contiguous()), dense_arg(X.contiguous()))
-            dblocks = from_array(dA.arrays()[2], x.dtype).view(blocks.shape)
+            dblocks = from_array(dA.values(), x.dtype).view(blocks.shape)
         return lam if ctx.needs_input_grad[0] else None, dblocks, None, None, None, None, None, None, None
 
 
