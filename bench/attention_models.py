@@ -85,22 +85,18 @@ def cpu_name() -> str:
 
 
 def measure(fn, repeats: int) -> float:
-    return measure_side_by_side([fn], repeats)[0]
+    """Median seconds of fn (trnsparse.measure: warmed up until settled, retried while the
+    spread is wide)."""
+    return ts.measure(fn, reps=repeats).median_ms / 1e3
 
 
 def measure_side_by_side(fns, repeats: int) -> list:
-    """Median seconds of each of fns over `repeats` rounds that run them in turn, after a
-    warm-up of each (plans, workspaces, page faults): on a shared host whose load drifts,
-    functions compared in one round see the same drift."""
-    for fn in fns:
-        fn()
-    times = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, t in zip(fns, times):
-            start = time.perf_counter()
-            fn()
-            t.append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
+    """Median seconds of each of fns (one or two), two timed alternately one run a turn
+    (trnsparse.measure_pair): on a shared host whose load drifts, both see the drift."""
+    if len(fns) == 1:
+        return [measure(fns[0], repeats)]
+    tf, tg = ts.measure_pair(fns[0], fns[1], reps=repeats, chunk=1)
+    return [tf.median_ms / 1e3, tg.median_ms / 1e3]
 
 
 def masks(kind: str, seq: int, block: int, heads: int):

@@ -7,7 +7,8 @@ Prints one JSON object per line:
   {"op": "bsr_spmm", "impl": "trnsparse", "n": 2048, "k": 64, "block": 64, "density": 0.05,
    "dtype": "float32", "median_s": ..., "gflops": ..., "max_rel_err": ...}
 `gflops` counts the useful multiply-adds (2 * stored entries * k), and `max_rel_err` is
-the error against a float64 dense product. An implementation this machine's torch lacks
+the error against a float64 dense product. Times are medians from the library's harness
+(trnsparse.measure). An implementation this machine's torch lacks
 prints {"impl": ..., "skipped": "<reason>"} instead.
 
 Attention rows ("op": "attention_fwd" or "attention_fwd_bwd", float32, one head of
@@ -33,8 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 import warnings
 
 import numpy as np
@@ -47,13 +46,14 @@ warnings.filterwarnings("ignore", message="Sparse .* tensor support is in beta s
 
 
 def measure(fn, repeats: int) -> tuple[float, object]:
-    out = fn()  # warm-up (plans, page faults)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), out
+    """Median seconds of fn (trnsparse.measure: warmed up until settled, retried while the
+    spread is wide) and what its last run returned."""
+    out = []
+
+    def run():
+        out[:] = [fn()]
+
+    return ts.measure(run, reps=repeats).median_ms / 1e3, out[0]
 
 
 def block_sparse(n: int, block: int, density: float, seed: int) -> torch.Tensor:

@@ -4,10 +4,12 @@
 Prints one JSON object per line:
   {"op": "fwd" | "fwd_bwd" | "decode", "impl": "trnsparse" | "torch_dense", "in": 4096, "out": 4096,
    "tokens": 2048, "block": 32, "density": 0.25, "dtype": "float32", "threads": 2,
-   "median_s": ..., "speedup": ...}
+   "median_s": ..., "spread": ..., "stable": ..., "speedup": ...}
 `speedup` is the dense layer's median time over this row's (dense rows: 1); each sparse
 row is timed alternately with a dense row of its own (same `block`), so a change in the
-load of a shared machine falls on both. Decode rows
+load of a shared machine falls on both. Times come from the library's harness
+(trnsparse.measure_pair: warmed up until settled; `spread` the interquartile range over
+the median, retried while above 10%, `stable` false if it stayed there). Decode rows
 ("op": "decode": forward without autograd, 1 to 16 tokens) add "bytes_per_s": the stored
 blocks' bytes (the weight the layer must read) per second, and one "op": "read_bandwidth"
 row gives this machine's read bandwidth with the same threads (a sum over a buffer much
@@ -26,8 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
 
 # torch's OpenMP threads spin after each parallel region by default, its OpenBLAS threads
 # (fp32 nn.Linear) call sched_yield for 2^28 cycles after each product, and trnsparse's
@@ -45,27 +45,19 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def median_time(fn, repeats: int) -> float:
-    fn()  # warm-up: plans, workspaces, page faults
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Median seconds of fn (trnsparse.measure: warmed up, retried while the spread is wide)."""
+    return ts.measure(fn, reps=repeats).median_ms / 1e3
 
 
-def paired_times(fa, fb, repeats: int) -> tuple[float, float]:
-    """Medians of fa and fb timed alternately, so that a change in the machine's load
-    (other processes on shared cores) falls on both."""
-    fa()
-    fb()
-    ta, tb = [], []
-    for _ in range(repeats):
-        for fn, times in ((fa, ta), (fb, tb)):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-    return statistics.median(ta), statistics.median(tb)
+def paired_times(fa, fb, repeats: int) -> tuple[ts.Timing, ts.Timing]:
+    """fa and fb timed alternately, one run a turn (trnsparse.measure_pair), so that a
+    change in the machine's load (other processes on shared cores) falls on both."""
+    return ts.measure_pair(fa, fb, reps=repeats, chunk=1)
+
+
+def seconds(t: ts.Timing) -> dict:
+    """A row's timing fields: the median in seconds, its spread, whether it settled."""
+    return {"median_s": t.median_ms / 1e3, "spread": t.spread, "stable": t.stable}
 
 
 def forward(layer, x):
@@ -112,11 +104,11 @@ def run(args) -> None:
                 for density in (float(v) for v in args.densities.split(",")):
                     layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
                     for op, make in ops:
-                        dense_s, s = paired_times(make(dense), make(layer), args.repeats)
-                        emit(dict(common, op=op, impl="torch_dense", block=b, density=1.0, median_s=dense_s,
+                        td, tl = paired_times(make(dense), make(layer), args.repeats)
+                        emit(dict(common, op=op, impl="torch_dense", block=b, density=1.0, **seconds(td),
                                   speedup=1.0))
-                        emit(dict(common, op=op, impl="trnsparse", block=b, density=layer.density, median_s=s,
-                                  speedup=dense_s / s))
+                        emit(dict(common, op=op, impl="trnsparse", block=b, density=layer.density, **seconds(tl),
+                                  speedup=td.median_ms / tl.median_ms))
     if args.bf16_vs_fp32:
         run_dtype_pairs(args, base)
     if args.decode:
@@ -136,10 +128,11 @@ def run_dtype_pairs(args, base) -> None:
                     layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
                     x = torch.randn(args.tokens, n_in, dtype=dtype, requires_grad=True)
                     runs.append(forward_backward(layer, x, torch.randn(args.tokens, n_out, dtype=dtype)))
-                fp32_s, bf16_s = paired_times(*runs, args.repeats)
+                t32, t16 = paired_times(*runs, args.repeats)
                 emit(dict(base, op="fwd_bwd_dtypes", impl="trnsparse", **{"in": n_in, "out": n_out},
-                          tokens=args.tokens, block=b, density=layer.density, float32_s=fp32_s, bfloat16_s=bf16_s,
-                          speedup=fp32_s / bf16_s))
+                          tokens=args.tokens, block=b, density=layer.density, float32_s=t32.median_ms / 1e3,
+                          bfloat16_s=t16.median_ms / 1e3, spread=max(t32.spread, t16.spread),
+                          stable=t32.stable and t16.stable, speedup=t32.median_ms / t16.median_ms))
 
 
 def run_decode(args, base) -> None:
@@ -155,11 +148,12 @@ def run_decode(args, base) -> None:
             for b in (int(v) for v in args.blocks.split(",")):
                 for density in (float(v) for v in args.densities.split(",")):
                     layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
-                    dense_s, s = paired_times(forward(dense, x), forward(layer, x), args.decode_repeats)
-                    emit(dict(common, impl="torch_dense", block=b, density=1.0, median_s=dense_s, speedup=1.0,
-                              bytes_per_s=n_in * n_out * 2 / dense_s))
-                    emit(dict(common, impl="trnsparse", block=b, density=layer.density, median_s=s,
-                              speedup=dense_s / s, bytes_per_s=layer.weight.numel() * 2 / s))
+                    td, tl = paired_times(forward(dense, x), forward(layer, x), args.decode_repeats)
+                    emit(dict(common, impl="torch_dense", block=b, density=1.0, **seconds(td), speedup=1.0,
+                              bytes_per_s=n_in * n_out * 2 / (td.median_ms / 1e3)))
+                    emit(dict(common, impl="trnsparse", block=b, density=layer.density, **seconds(tl),
+                              speedup=td.median_ms / tl.median_ms,
+                              bytes_per_s=layer.weight.numel() * 2 / (tl.median_ms / 1e3)))
 
 
 def main() -> None:

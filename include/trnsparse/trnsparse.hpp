@@ -21,5 +21,6 @@
 #include "trnsparse/screening.hpp"
 #include "trnsparse/solvers.hpp"
 #include "trnsparse/spgemm.hpp"
+#include "trnsparse/timing.hpp"
 #include "trnsparse/types.hpp"
 #include "trnsparse/version.hpp"

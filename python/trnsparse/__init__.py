@@ -58,6 +58,7 @@ from ._ops import (
 )
 from ._spgemm import clear_spgemm_plan_cache, galerkin, matmul, matmul_transposed
 from ._screening import density_screen, schwarz_bounds, screen_quartets, screened_spmm, sparsity_stats
+from ._timing import Timing, measure, measure_pair
 from ._solvers import (
     JacobiPreconditioner,
     cg_bsr,
@@ -92,6 +93,8 @@ __all__ = [
     "random_blocks",
     # the format advisor
     "choose_format",
+    # timing products (the library's harness)
+    "Timing", "measure", "measure_pair",
     # Matrix Market files
     "read_mtx", "write_mtx",
     # screening and solvers

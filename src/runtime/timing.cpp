@@ -70,7 +70,12 @@ Timing summarise(std::vector<double> t, const TimingOptions& o, int attempts) {
   return s;
 }
 
+}  // namespace trnsparse::detail
+
+namespace trnsparse {
+
 Timing measure(const std::function<void()>& f, const TimingOptions& o) {
+  using namespace detail;
   const int reps = std::max(o.reps, 1);
   Timing s;
   for (int attempt = 1; attempt <= 1 + std::max(o.retries, 0); ++attempt) {
@@ -86,6 +91,7 @@ Timing measure(const std::function<void()>& f, const TimingOptions& o) {
 
 std::pair<Timing, Timing> measure_pair(const std::function<void()>& f, const std::function<void()>& g,
                                        const TimingOptions& o) {
+  using namespace detail;
   const int reps = std::max(o.reps, 1), chunk = std::max(o.chunk, 1);
   std::pair<Timing, Timing> s;
   for (int attempt = 1; attempt <= 1 + std::max(o.retries, 0); ++attempt) {
@@ -107,6 +113,10 @@ std::pair<Timing, Timing> measure_pair(const std::function<void()>& f, const std
   }
   return s;
 }
+
+}  // namespace trnsparse
+
+namespace trnsparse::detail {
 
 LoadProbe::LoadProbe() : start_(sample()) {}
 

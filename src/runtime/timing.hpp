@@ -1,57 +1,22 @@
-// Internal: the one way products are timed, by the benchmarks, the demo and the
-// advisor's calibration.
-//
-// - Warm-up runs until the threads are awake and the times settle: sleeping workers wake
-//   slowly on virtual machines, and the first runs also touch fresh pages.
-// - A median of the timed runs, with its spread (the interquartile range over the
-//   median), since one slow run on a shared host says nothing about the product.
-// - Two things compared are timed in alternating chunks, so that both see the same
-//   drift of the host's load, and their ratio is what is quoted.
-// - A measurement whose spread stays above the limit, or during which the thread pool met
-//   a worker taken off its core (and so ran products alone for a while), is retried and
-//   then flagged, never reported as if it were clean.
+// Internal side of trnsparse/timing.hpp (the one way products are timed, by the
+// benchmarks, the demo and the advisor's calibration): the summary of measured times and
+// the probe of other processes' load.
 #pragma once
 
-#include <functional>
-#include <utility>
 #include <vector>
+
+#include "trnsparse/timing.hpp"
 
 namespace trnsparse::detail {
 
-struct TimingOptions {
-  int reps = 11;             ///< timed runs (per side, when paired)
-  int chunk = 5;             ///< paired: runs per alternating chunk
-  double max_spread = 0.10;  ///< interquartile range / median above which a measurement is retried
-  int retries = 2;           ///< measurements taken again when the spread is too wide
-  double warmup_ms = 20.0;   ///< warm-up runs last at least this long ...
-  int max_warmup = 200;      ///< ... and stop after this many runs, settled or not
-};
-
-/// One measurement: times in milliseconds.
-struct Timing {
-  double median_ms = 0.0;
-  double min_ms = 0.0;
-  double spread = 0.0;  ///< (third quartile - first quartile) / median
-  int runs = 0;         ///< timed runs behind the median (of the last attempt)
-  int attempts = 0;     ///< measurements taken (1 + retries used)
-  /// Teams of the thread pool that met a worker taken off its core, or ran on the caller
-  /// alone after one, during the timed runs: another process wanted the cores.
-  unsigned long stalled_teams = 0;
-  bool stable = false;  ///< spread <= max_spread and no stalled team
-};
+using trnsparse::measure;
+using trnsparse::measure_pair;
+using trnsparse::Timing;
+using trnsparse::TimingOptions;
 
 /// The median, spread and minimum of measured times (o.max_spread decides `stable`; no
 /// team counts are known).
 Timing summarise(std::vector<double> times_ms, const TimingOptions& o, int attempts = 1);
-
-/// Times f: warm-up, then o.reps timed runs; retried while the spread is too wide.
-Timing measure(const std::function<void()>& f, const TimingOptions& o = {});
-
-/// Times f and g in alternating chunks of o.chunk runs (g's first), each side warmed up
-/// at the start and each chunk after one untimed run; retried while either spread is
-/// too wide.
-std::pair<Timing, Timing> measure_pair(const std::function<void()>& f, const std::function<void()>& g,
-                                       const TimingOptions& o = {});
 
 /// How much of the machine other processes use while this one measures: CPU time of
 /// every process (/proc/stat) less this process's own (/proc/self/stat), over the wall
