@@ -11,7 +11,7 @@
 ///   a worker taken off its core (and so ran products alone for a while), is retried and
 ///   then flagged (`stable` false), never reported as if it were clean.
 ///
-///     const trnsparse::Timing t = trnsparse::measure([&] { trnsparse::spmm(A, X, Y); });
+///     const trnsparse::Timing t = trnsparse::measure([&] { trnsparse::spmm(1.0, A, X, 0.0, Y); });
 ///     // t.median_ms, t.spread, t.stable
 #pragma once
 
