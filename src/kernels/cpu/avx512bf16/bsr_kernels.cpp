@@ -1159,8 +1159,10 @@ void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t
   for_tile_groups(p, r0, r1, pair_bytes, [&](index_t bi, index_t rows, index_t g, index_t tp, bool) [[gnu::always_inline]] {
     const TileGroup group{.two_a = tp + 1 < panels, .two_b = g + 16 < rows};  // token panels x output groups
     PendingRows& last = pending[1 - next];
+    // The last group's rows (none written yet) spread over this group's K steps; after an
+    // empty block row, which has none, the write after the loop takes them all.
     const index_t steps = (p.ptr[bi + 1] - p.ptr[bi]) * (b / K);
-    const index_t per_step = steps == 0 ? last.tokens : (last.tokens - last.done + steps - 1) / steps;
+    const index_t per_step = (last.tokens + steps - 1) / std::max<index_t>(steps, 1);
     TileGroup::zero();
     for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
       const bf16* x = packed + tp * panel_words + p.column(q) * b / K * kLaneTokens * K;
