@@ -36,6 +36,9 @@ std::vector<LinearCase> cases() {
   return {
       {"ragged_b32", 100, 75, 32, 37},
       {"b16_many_tokens", 64, 130, 16, 600},
+      // bf16 on AMX: X's (dY's) whole pairs of token panels load as they lie (b = 32,
+      // whole block rows, a sparse layer), the last 11 tokens from packed tiles.
+      {"b32_tokens_in_place", 96, 160, 32, 75},
       {"odd_b12", 50, 47, 12, 9},
       {"small_b4", 30, 22, 4, 5},
       {"b64_one_token", 130, 200, 64, 1},

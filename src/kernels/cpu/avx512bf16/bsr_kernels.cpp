@@ -1050,26 +1050,49 @@ bool use_amx_rows(const BsrProduct<bf16, TY>& p) {
   return use_amx(p) && !p.block_at && p.width > kDecodeTokens;
 }
 
-/// bf16 words of the packed tokens: each panel of 16 tokens as tiles of 16 tokens x K
-/// features (all of B's block rows), each tile contiguous, as a tile load reads it; W's
-/// repacked blocks follow them.
+/// K steps a tile group may average for its A tiles to load straight from X (dY).
+inline constexpr index_t kDirectSteps = 16;
+
+/// Tokens whose A tiles load straight from X (dY), rows ldb apart, rather than from the
+/// packed tiles: those of the whole pairs of 16-token panels, when
+/// - a block row's outputs are one tile group (b = 32), so that each A tile is loaded
+///   once a group. With b >= 64 the next group loads the same tiles again: the packed
+///   ones come from L1, X's rows (a power of two apart, 16 lines of one L1 set) do not.
+///   With b = 16 a K step is half a line of each row;
+/// - a group averages at most kDirectSteps K steps (a sparse layer): the pack is one
+///   pass over X whatever the density, while direct loads cost more than packed ones
+///   each, so they pay below this density and not above (docs/sparse_weights.md, "Since");
+/// - B's rows fill its block rows, so that no K step reaches past a token's features.
+/// The rest are packed.
 template <class TY>
-index_t amx_rows_words(const BsrProduct<bf16, TY>& p) {
-  return token_panels(p) * kLaneTokens * p.in_block_rows * p.b;
+index_t amx_rows_direct_tokens(const BsrProduct<bf16, TY>& p) {
+  const index_t b = p.b, block_rows = (p.out_rows + b - 1) / b;
+  const bool direct = b == 32 && p.in_rows == p.in_block_rows * b &&
+                      p.stored / (b * b) <= kDirectSteps * block_rows;
+  return direct ? p.width / (2 * kLaneTokens) * (2 * kLaneTokens) : 0;
 }
 
-/// Packs features [r0 b, r1 b) of every token (zero past the tokens and features) into
-/// the tiles of amx_rows_words, and the same fraction of W's blocks as B tiles, dword
-/// (kp, o) of a block holding the pair of K indices 2kp, 2kp + 1 for output o: the
-/// forward's (W(o, 2kp), W(o, 2kp + 1)), a dword transpose of the block; the input
+/// bf16 words of the packed tokens: each panel of 16 tokens past amx_rows_direct_tokens
+/// as tiles of 16 tokens x K features (all of B's block rows), each tile contiguous, as
+/// a tile load reads it; W's repacked blocks follow them.
+template <class TY>
+index_t amx_rows_words(const BsrProduct<bf16, TY>& p) {
+  return (token_panels(p) - amx_rows_direct_tokens(p) / kLaneTokens) * kLaneTokens * p.in_block_rows * p.b;
+}
+
+/// Packs features [r0 b, r1 b) of every token past amx_rows_direct_tokens (zero past the
+/// tokens and features) into the tiles of amx_rows_words, and the same fraction of W's
+/// blocks as B tiles, dword (kp, o) of a block holding the pair of K indices 2kp, 2kp + 1
+/// for output o: the forward's (W(o, 2kp), W(o, 2kp + 1)), a dword transpose of the block; the input
 /// gradient's (W(2kp, o), W(2kp + 1, o)), two rows of the block interleaved.
 template <class TY>
 void amx_rows_pack(const BsrProduct<bf16, TY>& p, bf16* packed, index_t r0, index_t r1) {
   const index_t b = p.b, bb = b * b, K = amx_k(p), blocks = p.stored / bb;
   const index_t steps = p.in_block_rows * b / K;  // K steps of a token row
-  for (index_t t = 0; t < token_panels(p) * kLaneTokens; ++t)
+  const index_t direct = amx_rows_direct_tokens(p);
+  for (index_t t = direct; t < token_panels(p) * kLaneTokens; ++t)
     for (index_t s = r0 * b / K; s < r1 * b / K; ++s) {
-      bf16* dst = packed + ((t / kLaneTokens * steps + s) * kLaneTokens + t % kLaneTokens) * K;
+      bf16* dst = packed + (((t - direct) / kLaneTokens * steps + s) * kLaneTokens + t % kLaneTokens) * K;
       const index_t valid = t < p.width ? std::clamp<index_t>(p.in_rows - s * K, 0, K) : 0;
       std::copy_n(p.B + t * p.ldb + s * K, valid, dst);
       std::fill(dst + valid, dst + K, bf16{});
@@ -1150,7 +1173,8 @@ void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t
   const index_t b = p.b, K = amx_k(p), panels = token_panels(p);
   const index_t panel_words = p.in_block_rows * b * kLaneTokens;  // a panel's K steps, 16 x K each
   const auto* wt = reinterpret_cast<const std::uint32_t*>(packed + amx_rows_words(p));
-  const auto lda = static_cast<long>(K * sizeof(bf16)), ldb = static_cast<long>(b * sizeof(std::uint32_t));
+  const index_t direct = amx_rows_direct_tokens(p);
+  const auto ldb = static_cast<long>(b * sizeof(std::uint32_t));
   PendingRows pending[2];
   int next = 0;  // the buffer the group being computed stores into
   const TileConfig config(K);
@@ -1163,13 +1187,20 @@ void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t
     // empty block row, which has none, the write after the loop takes them all.
     const index_t steps = (p.ptr[bi + 1] - p.ptr[bi]) * (b / K);
     const index_t per_step = (last.tokens + steps - 1) / std::max<index_t>(steps, 1);
+    // The A tiles: X's rows as they lie, or the packed tiles (K features a row, a K step
+    // every 16 rows).
+    const bool from_x = tp * kLaneTokens < direct;
+    const bf16* x0 = from_x ? p.B + tp * kLaneTokens * p.ldb : packed + (tp - direct / kLaneTokens) * panel_words;
+    const index_t x_block = from_x ? b : b * kLaneTokens, x_k = from_x ? 1 : kLaneTokens;
+    const index_t x_next = from_x ? kLaneTokens * p.ldb : panel_words;
+    const auto lda = static_cast<long>((from_x ? p.ldb : K) * index_t{sizeof(bf16)});
     TileGroup::zero();
     for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-      const bf16* x = packed + tp * panel_words + p.column(q) * b / K * kLaneTokens * K;
+      const bf16* x = x0 + p.column(q) * x_block;
       const std::uint32_t* w = wt + p.slot(q) * b * b / 2 + g;
       for (index_t k = 0; k < b; k += K) {
-        const bf16* xk = x + k / K * kLaneTokens * K;
-        group.step(xk, xk + panel_words, lda, w + k / 2 * b, w + k / 2 * b + 16, ldb);
+        const bf16* xk = x + k * x_k;
+        group.step(xk, xk + x_next, lda, w + k / 2 * b, w + k / 2 * b + 16, ldb);
         last.write(p, per_step);
       }
     }
