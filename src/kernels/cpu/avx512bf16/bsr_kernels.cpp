@@ -1061,7 +1061,8 @@ inline constexpr index_t kDirectSteps = 16;
 ///   With b = 16 a K step is half a line of each row;
 /// - a group averages at most kDirectSteps K steps (a sparse layer): the pack is one
 ///   pass over X whatever the density, while direct loads cost more than packed ones
-///   each, so they pay below this density and not above (docs/sparse_weights.md, "Since");
+///   each, so they pay below this density and not above (docs/sparse_weights.md, "Where
+///   the time goes at density 0.1");
 /// - B's rows fill its block rows, so that no K step reaches past a token's features.
 /// The rest are packed.
 template <class TY>
@@ -1167,7 +1168,7 @@ struct PendingRows {
 /// output one fixed sum: the same bits on any thread count). A group's C is written out
 /// during the next group's K steps, a few rows after each: a sparse row has few steps a
 /// group, and writing C between groups leaves the tile unit idle for about as long as a
-/// quarter of its work (docs/sparse_weights.md, "Since").
+/// quarter of its work (docs/sparse_weights.md, "Where the time goes at density 0.1").
 template <class TY>
 void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t r0, index_t r1) {
   const index_t b = p.b, K = amx_k(p), panels = token_panels(p);
