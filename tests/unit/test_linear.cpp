@@ -39,6 +39,9 @@ std::vector<LinearCase> cases() {
       // bf16 on AMX: X's (dY's) whole pairs of token panels load as they lie (b = 32,
       // whole block rows, a sparse layer), the last 11 tokens from packed tiles.
       {"b32_tokens_in_place", 96, 160, 32, 75},
+      // bf16 dW on AMX: more than 1024 tokens, so a band of block rows takes them in two
+      // chunks (the second partial), each block's sums kept between them.
+      {"b32_dw_token_chunks", 320, 160, 32, 1100},
       {"odd_b12", 50, 47, 12, 9},
       {"small_b4", 30, 22, 4, 5},
       {"b64_one_token", 130, 200, 64, 1},
@@ -266,6 +269,16 @@ TYPED_TEST(DeterminismLinear, EveryProductGivesTheSameBitsOnAnyThreadCount) {
       linear_backward_weight<TA>(dY.view(), X.view(), {dW.structure_ptr(), dW.blocks().data()});
       return std::vector<TA>(dW.blocks().begin(), dW.blocks().end());
     });
+    if constexpr (std::is_same_v<TA, bf16>) {
+      // On AMX, dW takes more than 1024 tokens in chunks when a thread's band holds
+      // several block rows, and all at once in a band of one: the same bits either way.
+      const Dense<TA> X2 = random_dense<TA>(this->rng, 1100, in), dY2 = random_dense<TA>(this->rng, 1100, out);
+      expect_thread_independent([&] {
+        BsrMatrix<TA> dW(W.structure_ptr());
+        linear_backward_weight<TA>(dY2.view(), X2.view(), {dW.structure_ptr(), dW.blocks().data()});
+        return std::vector<TA>(dW.blocks().begin(), dW.blocks().end());
+      });
+    }
     expect_thread_independent([&] {
       std::vector<Acc> db(static_cast<std::size_t>(out));
       linear_backward_bias<TA>(dY.view(), std::span<Acc>(db));

@@ -955,6 +955,14 @@ struct TileGroup {
       if (two_b) _tile_dpbf16ps(3, 5, 7);
     }
   }
+  /// Loads the tiles that take part from c, laid out as store writes them.
+  void load(const float* c, index_t ldc) const {
+    const auto bytes = static_cast<long>(ldc * sizeof(float));
+    _tile_loadd(0, c, bytes);
+    if (two_b) _tile_loadd(1, c + 16, bytes);
+    if (two_a) _tile_loadd(2, c + 16 * ldc, bytes);
+    if (two_a && two_b) _tile_loadd(3, c + 16 * ldc + 16, bytes);
+  }
   /// The tiles that take part, C(i, j) at c + (16 i) ldc + 16 j (ldc floats a row).
   void store(float* c, index_t ldc) const {
     const auto bytes = static_cast<long>(ldc * sizeof(float));
@@ -1258,11 +1266,17 @@ void amx_bsr_compute(const BsrProduct<bf16, TY>& p, const void* packed, void* ws
 
 // A linear layer's weight gradient dW = dYᵀ X on AMX tiles: per stored block, C tiles of
 // 16 rows (dY's features) x 16 columns (X's) over K = 32 tokens a step. The A operand is
-// this block row's dY transposed, token pairs in dwords (row r: (dY(2kp, r),
-// dY(2kp + 1, r)) over kp), made per block row in the workspace; the B operand is X's
-// token pairs per block column (pack_pairs, as the vdpbf16ps SDDMM packs them, n = b
-// features a pair row), both zero past the tokens up to whole steps. Each element is one
-// fixed sum over the tokens: the same bits on any thread count.
+// a block row's dY transposed, token pairs in dwords (row r: (dY(2kp, r),
+// dY(2kp + 1, r)) over kp), made in the workspace; the B operand is X's token pairs per
+// block column (pack_pairs, as the vdpbf16ps SDDMM packs them, n = b features a pair
+// row), both zero past the tokens up to whole steps. A block's B is its block column's
+// pairs for all the tokens (128 KiB at b = 32, 2048 tokens), which block after block
+// come from L3. So the blocks go in bands of block rows and chunks of tokens: a band's
+// dY for one chunk stays in L2 while its blocks go column by column, each block column's
+// chunk of pairs read once for all of the band's blocks in it, and each block's fp32
+// sums stay in the workspace between chunks (docs/sparse_weights.md, "Where the time
+// goes at density 0.1"). Each element is one fixed sum over the tokens in order: the
+// same bits on any thread count and any banding.
 
 /// Whether the AMX kernel runs this SDDMM: a linear layer's dW (both operands token by
 /// token) with blocks of a multiple of 16.
@@ -1271,6 +1285,30 @@ bool use_amx_sddmm(const BsrSampled<bf16>& p) { return p.x_transposed && p.y_tra
 /// Token pairs per operand row, rounded up to whole 32-token steps.
 index_t amx_sddmm_pairs(const BsrSampled<bf16>& p) { return round_up((p.width + 1) / 2, index_t{16}); }
 
+/// Token pairs of a chunk (1024 tokens).
+index_t amx_sddmm_chunk_pairs(const BsrSampled<bf16>& p) { return std::min<index_t>(amx_sddmm_pairs(p), 512); }
+
+/// Block rows a band may hold: their dY for a chunk in 1 MiB, at most 16.
+index_t amx_sddmm_band_rows(const BsrSampled<bf16>& p) {
+  const index_t row_bytes = p.b * amx_sddmm_chunk_pairs(p) * index_t{sizeof(std::uint32_t)};
+  return std::clamp<index_t>((index_t{1} << 20) / row_bytes, 1, 16);
+}
+
+/// Blocks whose sums the workspace holds: 1 MiB of them, or a whole block row's when it
+/// has more.
+index_t amx_sddmm_band_blocks(const BsrSampled<bf16>& p) {
+  index_t widest = 0;
+  for (index_t bi = 0; bi * p.b < p.rows; ++bi) widest = std::max(widest, p.ptr[bi + 1] - p.ptr[bi]);
+  return std::max(widest, (index_t{1} << 20) / (p.b * p.b * index_t{sizeof(float)}));
+}
+
+/// Dwords of the transposed dY a band holds: its rows' chunks, or one row's whole (a
+/// band of one block row takes all the tokens at once: with no block column to share,
+/// chunks would only store and reload its sums).
+index_t amx_sddmm_a_dwords(const BsrSampled<bf16>& p) {
+  return p.b * std::max(amx_sddmm_band_rows(p) * amx_sddmm_chunk_pairs(p), amx_sddmm_pairs(p));
+}
+
 std::size_t amx_sddmm_packed_bytes(const BsrSampled<bf16>& p) {
   if (!use_amx_sddmm(p)) return sddmm_pairs_packed_bytes(p);
   return static_cast<std::size_t>(p.block_cols * amx_sddmm_pairs(p) * p.b) * sizeof(std::uint32_t);
@@ -1278,8 +1316,8 @@ std::size_t amx_sddmm_packed_bytes(const BsrSampled<bf16>& p) {
 
 std::size_t amx_sddmm_workspace_bytes(const BsrSampled<bf16>& p) {
   if (!use_amx_sddmm(p)) return sddmm_pairs_workspace_bytes(p);
-  return static_cast<std::size_t>(p.b * p.b) * sizeof(float) +
-         static_cast<std::size_t>(p.b * amx_sddmm_pairs(p)) * sizeof(std::uint32_t);
+  return static_cast<std::size_t>(amx_sddmm_band_blocks(p) * p.b * p.b) * sizeof(float) +
+         static_cast<std::size_t>(amx_sddmm_a_dwords(p)) * sizeof(std::uint32_t);
 }
 
 void amx_sddmm_pack(const BsrSampled<bf16>& p, void* packed_v, index_t c0, index_t c1) {
@@ -1292,50 +1330,78 @@ void amx_sddmm_pack(const BsrSampled<bf16>& p, void* packed_v, index_t c0, index
   }
 }
 
-/// Rows [0, b) of dY's block row bi transposed as token pairs: dword kp of row r is
-/// (dY(2kp, r), dY(2kp + 1, r)), zero past the tokens (up to kp_pad) and the rows. The
-/// whole tiles go through transpose_pairs; the edges go word by word.
-void amx_sddmm_rows(const BsrSampled<bf16>& p, index_t bi, index_t kp_pad, std::uint32_t* a) {
-  const bf16* x = p.X + bi * p.b;
-  const index_t rows = min_index(p.b, p.rows - bi * p.b), tokens = p.width;
+/// Rows [0, b) of dY's block row bi for the token pairs [kp0, kp0 + kp_n), transposed:
+/// dword kp of row r (lda dwords a row) is (dY(2 (kp0 + kp), r), dY(2 (kp0 + kp) + 1, r)),
+/// zero past the tokens and the rows. The whole tiles go through transpose_pairs; the
+/// edges go word by word.
+void amx_sddmm_rows(const BsrSampled<bf16>& p, index_t bi, index_t kp0, index_t kp_n, std::uint32_t* a, index_t lda) {
+  const bf16* x = p.X + 2 * kp0 * p.ldx + bi * p.b;
+  const index_t rows = min_index(p.b, p.rows - bi * p.b), tokens = std::clamp<index_t>(p.width - 2 * kp0, 0, 2 * kp_n);
   const index_t kp_tiled = tokens / 32 * 16, r_tiled = rows / 16 * 16;
-  transpose_pairs(x, p.ldx, kp_tiled, r_tiled, a, kp_pad);
+  transpose_pairs(x, p.ldx, kp_tiled, r_tiled, a, lda);
   const auto word = [&](index_t r, index_t t) -> std::uint32_t {
     return r < rows && t < tokens ? x[t * p.ldx + r].bits : 0u;
   };
   for (index_t r = 0; r < p.b; ++r)
-    for (index_t kp = r < r_tiled ? kp_tiled : 0; kp < kp_pad; ++kp)
-      a[r * kp_pad + kp] = word(r, 2 * kp) | word(r, 2 * kp + 1) << 16;
+    for (index_t kp = r < r_tiled ? kp_tiled : 0; kp < kp_n; ++kp)
+      a[r * lda + kp] = word(r, 2 * kp) | word(r, 2 * kp + 1) << 16;
 }
 
+/// Block rows [r0, r1) in bands (at most amx_sddmm_band_rows rows, and blocks whose sums
+/// fit the workspace), token chunk by token chunk, each band's blocks by block column.
 void amx_sddmm_compute(const BsrSampled<bf16>& p, const void* packed_v, void* ws_v, index_t r0, index_t r1) {
   if (!use_amx_sddmm(p)) return sddmm_pairs_compute(p, packed_v, ws_v, r0, r1);
   const auto* packed = static_cast<const std::uint32_t*>(packed_v);
-  const index_t b = p.b, kp_pad = amx_sddmm_pairs(p);
-  auto* ws = static_cast<float*>(ws_v);
-  auto* a = reinterpret_cast<std::uint32_t*>(ws + b * b);
-  const auto lda = static_cast<long>(kp_pad * sizeof(std::uint32_t)), ldb = static_cast<long>(b * sizeof(std::uint32_t));
+  const index_t b = p.b, bb = b * b, kp_pad = amx_sddmm_pairs(p);
+  const index_t band_rows = amx_sddmm_band_rows(p), band_blocks = amx_sddmm_band_blocks(p);
+  auto* sums = static_cast<float*>(ws_v);
+  auto* a = reinterpret_cast<std::uint32_t*>(sums + band_blocks * bb);
+  const auto ldb = static_cast<long>(b * sizeof(std::uint32_t));
   const TileConfig config(32);
   _tile_loadconfig(&config);
-  for (index_t bi = r0; bi < r1; ++bi) {
-    if (p.ptr[bi] == p.ptr[bi + 1]) continue;
-    amx_sddmm_rows(p, bi, kp_pad, a);
-    const index_t rows = min_index(b, p.rows - bi * b);
-    for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-      const std::uint32_t* y = packed + p.idx[q] * kp_pad * b;
-      for (index_t og = 0; og < b; og += 32)
-        for (index_t ig = 0; ig < b; ig += 32) {
-          const TileGroup group{.two_a = og + 16 < b, .two_b = ig + 16 < b};  // row groups x column groups
-          TileGroup::zero();
-          for (index_t kp = 0; kp < kp_pad; kp += 16) {
-            const std::uint32_t* ak = a + og * kp_pad + kp;
-            const std::uint32_t* yk = y + kp * b + ig;
-            group.step(ak, ak + 16 * kp_pad, lda, yk, yk + 16, ldb);
+  for (index_t band0 = r0; band0 < r1;) {
+    index_t band1 = band0 + 1;
+    while (band1 < r1 && band1 - band0 < band_rows && p.ptr[band1 + 1] - p.ptr[band0] <= band_blocks) ++band1;
+    const index_t q0 = p.ptr[band0];
+    const index_t chunk = band1 - band0 > 1 ? amx_sddmm_chunk_pairs(p) : kp_pad;
+    const auto lda = static_cast<long>(chunk * sizeof(std::uint32_t));
+    for (index_t kp0 = 0; kp0 < kp_pad; kp0 += chunk) {
+      const index_t kp_n = min_index(chunk, kp_pad - kp0);
+      for (index_t bi = band0; bi < band1; ++bi)
+        if (p.ptr[bi] < p.ptr[bi + 1]) amx_sddmm_rows(p, bi, kp0, kp_n, a + (bi - band0) * b * chunk, chunk);
+      // The band's blocks by block column: each row's next block, the lowest column first.
+      index_t next[16];  // amx_sddmm_band_rows
+      for (index_t bi = band0; bi < band1; ++bi) next[bi - band0] = p.ptr[bi];
+      for (;;) {
+        index_t bi = -1;
+        for (index_t r = band0; r < band1; ++r)
+          if (next[r - band0] < p.ptr[r + 1] && (bi < 0 || p.idx[next[r - band0]] < p.idx[next[bi - band0]])) bi = r;
+        if (bi < 0) break;
+        const index_t q = next[bi - band0]++;
+        const std::uint32_t* y = packed + (p.idx[q] * kp_pad + kp0) * b;
+        const std::uint32_t* ar = a + (bi - band0) * b * chunk;
+        float* c = sums + (q - q0) * bb;
+        for (index_t og = 0; og < b; og += 32)
+          for (index_t ig = 0; ig < b; ig += 32) {
+            const TileGroup group{.two_a = og + 16 < b, .two_b = ig + 16 < b};  // row groups x column groups
+            if (kp0 == 0) {
+              TileGroup::zero();
+            } else {
+              group.load(c + og * b + ig, b);
+            }
+            for (index_t kp = 0; kp < kp_n; kp += 16) {
+              const std::uint32_t* ak = ar + og * chunk + kp;
+              const std::uint32_t* yk = y + kp * b + ig;
+              group.step(ak, ak + 16 * chunk, lda, yk, yk + 16, ldb);
+            }
+            group.store(c + og * b + ig, b);
           }
-          group.store(ws + og * b + ig, b);
-        }
-      sddmm_write(p, q, ws, b, rows, min_index(b, p.cols - p.idx[q] * b));
+      }
     }
+    for (index_t bi = band0; bi < band1; ++bi)
+      for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q)
+        sddmm_write(p, q, sums + (q - q0) * bb, b, min_index(b, p.rows - bi * b), min_index(b, p.cols - p.idx[q] * b));
+    band0 = band1;
   }
   _tile_release();
 }
