@@ -1092,8 +1092,9 @@ index_t amx_rows_words(const BsrProduct<bf16, TY>& p) {
 /// Packs features [r0 b, r1 b) of every token past amx_rows_direct_tokens (zero past the
 /// tokens and features) into the tiles of amx_rows_words, and the same fraction of W's
 /// blocks as B tiles, dword (kp, o) of a block holding the pair of K indices 2kp, 2kp + 1
-/// for output o: the forward's (W(o, 2kp), W(o, 2kp + 1)), a dword transpose of the block; the input
-/// gradient's (W(2kp, o), W(2kp + 1, o)), two rows of the block interleaved.
+/// for output o: the forward's (W(o, 2kp), W(o, 2kp + 1)), a dword transpose of the
+/// block; the input gradient's (W(2kp, o), W(2kp + 1, o)), two rows of the block
+/// interleaved.
 template <class TY>
 void amx_rows_pack(const BsrProduct<bf16, TY>& p, bf16* packed, index_t r0, index_t r1) {
   const index_t b = p.b, bb = b * b, K = amx_k(p), blocks = p.stored / bb;
@@ -1288,10 +1289,11 @@ index_t amx_sddmm_pairs(const BsrSampled<bf16>& p) { return round_up((p.width + 
 /// Token pairs of a chunk (1024 tokens).
 index_t amx_sddmm_chunk_pairs(const BsrSampled<bf16>& p) { return std::min<index_t>(amx_sddmm_pairs(p), 512); }
 
-/// Block rows a band may hold: their dY for a chunk in 1 MiB, at most 16.
+/// Block rows a band may hold: their dY for a chunk in 1 MiB, at most kSddmmBandRows.
+inline constexpr index_t kSddmmBandRows = 16;
 index_t amx_sddmm_band_rows(const BsrSampled<bf16>& p) {
   const index_t row_bytes = p.b * amx_sddmm_chunk_pairs(p) * index_t{sizeof(std::uint32_t)};
-  return std::clamp<index_t>((index_t{1} << 20) / row_bytes, 1, 16);
+  return std::clamp<index_t>((index_t{1} << 20) / row_bytes, 1, kSddmmBandRows);
 }
 
 /// Blocks whose sums the workspace holds: 1 MiB of them, or a whole block row's when it
@@ -1370,7 +1372,7 @@ void amx_sddmm_compute(const BsrSampled<bf16>& p, const void* packed_v, void* ws
       for (index_t bi = band0; bi < band1; ++bi)
         if (p.ptr[bi] < p.ptr[bi + 1]) amx_sddmm_rows(p, bi, kp0, kp_n, a + (bi - band0) * b * chunk, chunk);
       // The band's blocks by block column: each row's next block, the lowest column first.
-      index_t next[16];  // amx_sddmm_band_rows
+      index_t next[kSddmmBandRows];
       for (index_t bi = band0; bi < band1; ++bi) next[bi - band0] = p.ptr[bi];
       for (;;) {
         index_t bi = -1;
