@@ -39,6 +39,10 @@ std::vector<LinearCase> cases() {
       // bf16 on AMX: X's (dY's) whole pairs of token panels load as they lie (b = 32,
       // whole block rows, a sparse layer), the last 11 tokens from packed tiles.
       {"b32_tokens_in_place", 96, 160, 32, 75},
+      // The same at b = 64 in groups of 16 tokens x 64 outputs: a ragged last block row
+      // of outputs (forward), then both products in place, 8 tokens packed.
+      {"b64_wide_in_place", 150, 192, 64, 75},
+      {"b64_wide_both_products", 128, 192, 64, 40},
       // bf16 dW on AMX: more than 1024 tokens, so a band of block rows takes them in two
       // chunks (the second partial), each block's sums kept between them.
       {"b32_dw_token_chunks", 320, 160, 32, 1100},

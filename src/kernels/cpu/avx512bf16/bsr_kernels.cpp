@@ -973,6 +973,33 @@ struct TileGroup {
   }
 };
 
+/// The token-major product's group of one A tile (16 tokens) against four B tiles: the C
+/// tiles 0-3 hold 16 tokens x 64 outputs, so that each A tile is loaded once for a block
+/// row of b = 64. The fourth B reuses tile 5, which the first product has read.
+struct WideGroup {
+  /// One K step, the A tile at a (lda bytes a row), the B tiles at b, b + 16, b + 32 and
+  /// b + 48 (ldb bytes a row).
+  static void step(const void* a, long lda, const std::uint32_t* b, long ldb) {
+    _tile_loadd(4, a, lda);
+    _tile_loadd(5, b, ldb);
+    _tile_dpbf16ps(0, 4, 5);
+    _tile_loadd(6, b + 16, ldb);
+    _tile_dpbf16ps(1, 4, 6);
+    _tile_loadd(7, b + 32, ldb);
+    _tile_dpbf16ps(2, 4, 7);
+    _tile_loadd(5, b + 48, ldb);
+    _tile_dpbf16ps(3, 4, 5);
+  }
+  /// C's 16 tokens x 64 outputs at c (ldc floats a row).
+  static void store(float* c, index_t ldc) {
+    const auto bytes = static_cast<long>(ldc * sizeof(float));
+    _tile_stored(0, c, bytes);
+    _tile_stored(1, c + 16, bytes);
+    _tile_stored(2, c + 32, bytes);
+    _tile_stored(3, c + 48, bytes);
+  }
+};
+
 /// Half of a core's L2 on the CPUs with AMX (2 MiB): what the AMX products keep there.
 inline constexpr index_t kAmxChunkBytes = index_t{1} << 20;
 
@@ -983,21 +1010,22 @@ index_t amx_k(const BsrProduct<bf16, TY>& p) {
 }
 
 /// Calls f(bi, rows, g, tp, first) for each tile group of block rows [r0, r1): outputs
-/// [g, g + 32) of block row bi (rows: the block row's outputs) against token panels tp
-/// and tp + 1 (first: the first pair of its chunk). The token panels come in chunks, the
+/// [g, g + outputs) of block row bi (rows: the block row's outputs) against token panels
+/// tp and tp + 1 (first: the first pair of its chunk). The token panels come in chunks, the
 /// outer loop, each chunk read by every block row of the range. When the range's blocks
 /// fit in half of L2 they stay there, and the packed tokens go through a pair of panels
 /// (pair_bytes) at a time; else the blocks stream from L3 once per chunk, and chunks of
 /// kAmxChunkBytes amortise that.
 template <class TY, class F>
-[[gnu::always_inline]] inline void for_tile_groups(const BsrProduct<bf16, TY>& p, index_t r0, index_t r1, index_t pair_bytes, F&& f) {
+[[gnu::always_inline]] inline void for_tile_groups(const BsrProduct<bf16, TY>& p, index_t r0, index_t r1, index_t pair_bytes,
+                                                   index_t outputs, F&& f) {
   const index_t panels = token_panels(p);
   const index_t range_bytes = (p.ptr[r1] - p.ptr[r0]) * p.b * p.b * index_t{sizeof(bf16)};
   const index_t chunk = range_bytes <= kAmxChunkBytes ? 2 : std::max<index_t>(1, kAmxChunkBytes / pair_bytes) * 2;
   for (index_t t0 = 0; t0 < panels; t0 += chunk)
     for (index_t bi = r0; bi < r1; ++bi) {
       const index_t rows = min_index(p.b, p.out_rows - bi * p.b);
-      for (index_t g = 0; g < rows; g += 32)
+      for (index_t g = 0; g < rows; g += outputs)
         for (index_t tp = t0; tp < min_index(panels, t0 + chunk); tp += 2) f(bi, rows, g, tp, tp == t0);
     }
 }
@@ -1017,7 +1045,7 @@ void amx_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, ind
   const TileConfig config(K);
   _tile_loadconfig(&config);
   const index_t pair_bytes = 2 * panel_dwords * index_t{sizeof(std::uint32_t)};
-  for_tile_groups(p, r0, r1, pair_bytes, [&](index_t bi, index_t rows, index_t g, index_t tp, bool first) [[gnu::always_inline]] {
+  for_tile_groups(p, r0, r1, pair_bytes, 32, [&](index_t bi, index_t rows, index_t g, index_t tp, bool first) [[gnu::always_inline]] {
     const TileGroup group{.two_a = g + 16 < rows, .two_b = tp + 1 < panels};  // row groups x token panels
     TileGroup::zero();
     for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
@@ -1063,10 +1091,11 @@ inline constexpr index_t kDirectSteps = 16;
 
 /// Tokens whose A tiles load straight from X (dY), rows ldb apart, rather than from the
 /// packed tiles: those of the whole pairs of 16-token panels, when
-/// - a block row's outputs are one tile group (b = 32), so that each A tile is loaded
-///   once a group. With b >= 64 the next group loads the same tiles again: the packed
-///   ones come from L1, X's rows (a power of two apart, 16 lines of one L1 set) do not.
-///   With b = 16 a K step is half a line of each row;
+/// - a block row's outputs are one tile group, so that each A tile is loaded once a
+///   group: b = 32 (2 x 2 tiles of 32 tokens x 32 outputs) or b = 64 (WideGroup, 16
+///   tokens x 64 outputs). With more groups a block row loads the same tiles again: the
+///   packed ones come from L1, X's rows (a power of two apart, 16 lines of one L1 set) do
+///   not. With b = 16 a K step is half a line of each row;
 /// - a group averages at most kDirectSteps K steps (a sparse layer): the pack is one
 ///   pass over X whatever the density, while direct loads cost more than packed ones
 ///   each, so they pay below this density and not above (docs/sparse_weights.md, "Where
@@ -1076,7 +1105,7 @@ inline constexpr index_t kDirectSteps = 16;
 template <class TY>
 index_t amx_rows_direct_tokens(const BsrProduct<bf16, TY>& p) {
   const index_t b = p.b, block_rows = (p.out_rows + b - 1) / b;
-  const bool direct = b == 32 && p.in_rows == p.in_block_rows * b &&
+  const bool direct = (b == 32 || b == 64) && p.in_rows == p.in_block_rows * b &&
                       p.stored / (b * b) <= kDirectSteps * block_rows;
   return direct ? p.width / (2 * kLaneTokens) * (2 * kLaneTokens) : 0;
 }
@@ -1157,71 +1186,107 @@ void amx_rows_write(const BsrProduct<bf16, TY>& p, const float* c, index_t ldc, 
 }
 
 /// A tile group's C, stored, waiting to be written to Y (dX) by amx_rows_write: rows
-/// [done, tokens) are left.
+/// [done, tokens) are left. 32 tokens x 32 outputs (TileGroup), or 16 x 64 (WideGroup).
 struct PendingRows {
-  static constexpr index_t kLd = 2 * kLaneTokens;  // 32 tokens x 32 outputs
-  alignas(64) float c[2 * 16 * kLd];
-  index_t t0 = 0, tokens = 0, o0 = 0, outputs = 0, done = 0;
+  static constexpr index_t kFloats = 1024;
+  alignas(64) float c[kFloats];
+  index_t ld = 0, t0 = 0, tokens = 0, o0 = 0, outputs = 0, done = 0;
 
   /// Writes the next `n` rows (fewer at the end).
   template <class TY>
   void write(const BsrProduct<bf16, TY>& p, index_t n) {
     n = min_index(n, tokens - done);
-    if (n > 0) amx_rows_write(p, c + done * kLd, kLd, t0 + done, n, o0, outputs);
+    if (n > 0) amx_rows_write(p, c + done * ld, ld, t0 + done, n, o0, outputs);
     done += n;
+  }
+  /// Takes a group's C of `tokens_n` tokens from t0 and outputs from o0, stored at c with
+  /// ld floats a row.
+  void start(index_t ld_, index_t t0_, index_t tokens_n, index_t o0_, index_t outputs_n) {
+    ld = ld_;
+    t0 = t0_;
+    tokens = tokens_n;
+    o0 = o0_;
+    outputs = outputs_n;
+    done = 0;
   }
 };
 
 /// The token-major product: per block row of W (of Wᵀ for dX) and group of 32 of its
 /// outputs, tiles of 32 tokens x 32 outputs summed over the row's stored blocks (each
-/// output one fixed sum: the same bits on any thread count). A group's C is written out
-/// during the next group's K steps, a few rows after each: a sparse row has few steps a
-/// group, and writing C between groups leaves the tile unit idle for about as long as a
-/// quarter of its work (docs/sparse_weights.md, "Where the time goes at density 0.1").
+/// output one fixed sum: the same bits on any thread count); at b = 64 with X's tiles in
+/// place, tiles of 16 tokens x 64 outputs (WideGroup). A group's C is written out during
+/// the next group's K steps, a few rows after each: a sparse row has few steps a group,
+/// and writing C between groups leaves the tile unit idle for about as long as a quarter
+/// of its work (docs/sparse_weights.md, "Where the time goes at density 0.1").
 template <class TY>
 void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t r0, index_t r1) {
   const index_t b = p.b, K = amx_k(p), panels = token_panels(p);
   const index_t panel_words = p.in_block_rows * b * kLaneTokens;  // a panel's K steps, 16 x K each
   const auto* wt = reinterpret_cast<const std::uint32_t*>(packed + amx_rows_words(p));
   const index_t direct = amx_rows_direct_tokens(p);
+  const bool wide = b == 64 && direct > 0;
   const auto ldb = static_cast<long>(b * sizeof(std::uint32_t));
   PendingRows pending[2];
   int next = 0;  // the buffer the group being computed stores into
+  // The A tiles of token panel tp: X's rows as they lie, or the packed tiles (K features
+  // a row, a K step every 16 rows); block column j's K step k at x0 + j * x_block + k * x_k,
+  // the next panel's x_next further.
+  struct ATiles {
+    const bf16* x0;
+    index_t x_block, x_k, x_next;
+    long lda;
+  };
+  const auto a_tiles = [&](index_t tp) {
+    const bool from_x = tp * kLaneTokens < direct;
+    return ATiles{from_x ? p.B + tp * kLaneTokens * p.ldb : packed + (tp - direct / kLaneTokens) * panel_words,
+                  from_x ? b : b * kLaneTokens, from_x ? 1 : kLaneTokens,
+                  from_x ? kLaneTokens * p.ldb : panel_words,
+                  static_cast<long>((from_x ? p.ldb : K) * index_t{sizeof(bf16)})};
+  };
   const TileConfig config(K);
   _tile_loadconfig(&config);
   const index_t pair_bytes = 2 * panel_words * index_t{sizeof(bf16)};
-  for_tile_groups(p, r0, r1, pair_bytes, [&](index_t bi, index_t rows, index_t g, index_t tp, bool) [[gnu::always_inline]] {
-    const TileGroup group{.two_a = tp + 1 < panels, .two_b = g + 16 < rows};  // token panels x output groups
+  // One group: its K steps over block row bi's stored blocks, the last group's rows
+  // written a few after each (spread over this group's steps; after an empty block row,
+  // which has none, the write after the loop takes them all), then its own C stored.
+  const auto group_steps = [&](index_t bi, auto&& step) [[gnu::always_inline]] {
     PendingRows& last = pending[1 - next];
-    // The last group's rows (none written yet) spread over this group's K steps; after an
-    // empty block row, which has none, the write after the loop takes them all.
     const index_t steps = (p.ptr[bi + 1] - p.ptr[bi]) * (b / K);
     const index_t per_step = (last.tokens + steps - 1) / std::max<index_t>(steps, 1);
-    // The A tiles: X's rows as they lie, or the packed tiles (K features a row, a K step
-    // every 16 rows).
-    const bool from_x = tp * kLaneTokens < direct;
-    const bf16* x0 = from_x ? p.B + tp * kLaneTokens * p.ldb : packed + (tp - direct / kLaneTokens) * panel_words;
-    const index_t x_block = from_x ? b : b * kLaneTokens, x_k = from_x ? 1 : kLaneTokens;
-    const index_t x_next = from_x ? kLaneTokens * p.ldb : panel_words;
-    const auto lda = static_cast<long>((from_x ? p.ldb : K) * index_t{sizeof(bf16)});
-    TileGroup::zero();
-    for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-      const bf16* x = x0 + p.column(q) * x_block;
-      const std::uint32_t* w = wt + p.slot(q) * b * b / 2 + g;
+    for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q)
       for (index_t k = 0; k < b; k += K) {
-        const bf16* xk = x + k * x_k;
-        group.step(xk, xk + x_next, lda, w + k / 2 * b, w + k / 2 * b + 16, ldb);
+        step(q, k);
         last.write(p, per_step);
       }
-    }
     last.write(p, last.tokens);
+  };
+  for_tile_groups(p, r0, r1, pair_bytes, wide ? 64 : 32, [&](index_t bi, index_t rows, index_t g, index_t tp, bool) [[gnu::always_inline]] {
+    if (wide) {
+      for (index_t t = tp; t < min_index(tp + 2, panels); ++t) {
+        const ATiles x = a_tiles(t);
+        TileGroup::zero();
+        group_steps(bi, [&](index_t q, index_t k) [[gnu::always_inline]] {
+          WideGroup::step(x.x0 + p.column(q) * x.x_block + k * x.x_k, x.lda, wt + p.slot(q) * b * b / 2 + k / 2 * b, ldb);
+        });
+        PendingRows& now = pending[next];
+        WideGroup::store(now.c, 64);  // amx_rows_write reads only the tokens and outputs these hold
+        now.start(64, t * kLaneTokens, min_index(kLaneTokens, p.width - t * kLaneTokens), bi * b, rows);
+        next = 1 - next;
+      }
+      return;
+    }
+    const TileGroup group{.two_a = tp + 1 < panels, .two_b = g + 16 < rows};  // token panels x output groups
+    const ATiles x = a_tiles(tp);
+    TileGroup::zero();
+    group_steps(bi, [&](index_t q, index_t k) [[gnu::always_inline]] {
+      const bf16* xk = x.x0 + p.column(q) * x.x_block + k * x.x_k;
+      const std::uint32_t* w = wt + p.slot(q) * b * b / 2 + g + k / 2 * b;
+      group.step(xk, xk + x.x_next, x.lda, w, w + 16, ldb);
+    });
     PendingRows& now = pending[next];
-    group.store(now.c, PendingRows::kLd);  // amx_rows_write reads only the tokens and outputs these hold
-    now.t0 = tp * kLaneTokens;
-    now.tokens = min_index(PendingRows::kLd, p.width - now.t0);
-    now.o0 = bi * b + g;
-    now.outputs = min_index(32, rows - g);
-    now.done = 0;
+    group.store(now.c, 32);  // amx_rows_write reads only the tokens and outputs these hold
+    now.start(32, tp * kLaneTokens, min_index(2 * kLaneTokens, p.width - tp * kLaneTokens), bi * b + g,
+              min_index(32, rows - g));
     next = 1 - next;
   });
   pending[1 - next].write(p, pending[1 - next].tokens);
