@@ -43,6 +43,9 @@ std::vector<LinearCase> cases() {
       // of outputs (forward), then both products in place, 8 tokens packed.
       {"b64_wide_in_place", 150, 192, 64, 75},
       {"b64_wide_both_products", 128, 192, 64, 40},
+      // b = 128: two such groups a block row (the second partial in the forward).
+      {"b128_wide_in_place", 200, 256, 128, 40},
+      {"b128_wide_both_products", 256, 256, 128, 40},
       // bf16 dW on AMX: more than 1024 tokens, so a band of block rows takes them in two
       // chunks (the second partial), each block's sums kept between them.
       {"b32_dw_token_chunks", 320, 160, 32, 1100},

@@ -974,8 +974,8 @@ struct TileGroup {
 };
 
 /// The token-major product's group of one A tile (16 tokens) against four B tiles: the C
-/// tiles 0-3 hold 16 tokens x 64 outputs, so that each A tile is loaded once for a block
-/// row of b = 64. The fourth B reuses tile 5, which the first product has read.
+/// tiles 0-3 hold 16 tokens x 64 outputs, so that each A tile is loaded once for 64 of a
+/// block row's outputs. The fourth B reuses tile 5, which the first product has read.
 struct WideGroup {
   /// One K step, the A tile at a (lda bytes a row), the B tiles at b, b + 16, b + 32 and
   /// b + 48 (ldb bytes a row).
@@ -1091,11 +1091,11 @@ inline constexpr index_t kDirectSteps = 16;
 
 /// Tokens whose A tiles load straight from X (dY), rows ldb apart, rather than from the
 /// packed tiles: those of the whole pairs of 16-token panels, when
-/// - a block row's outputs are one tile group, so that each A tile is loaded once a
-///   group: b = 32 (2 x 2 tiles of 32 tokens x 32 outputs) or b = 64 (WideGroup, 16
-///   tokens x 64 outputs). With more groups a block row loads the same tiles again: the
-///   packed ones come from L1, X's rows (a power of two apart, 16 lines of one L1 set) do
-///   not. With b = 16 a K step is half a line of each row;
+/// - each A tile is loaded once or twice a block row: b = 32 (2 x 2 tiles of 32 tokens x
+///   32 outputs), b = 64 or 128 (WideGroup, one or two groups of 16 tokens x 64 outputs).
+///   The 2 x 2 groups at b >= 64 load the same tiles two to four times: the packed ones
+///   come from L1, X's rows (a power of two apart, 16 lines of one L1 set) do not. With
+///   b = 16 a K step is half a line of each row;
 /// - a group averages at most kDirectSteps K steps (a sparse layer): the pack is one
 ///   pass over X whatever the density, while direct loads cost more than packed ones
 ///   each, so they pay below this density and not above (docs/sparse_weights.md, "Where
@@ -1105,7 +1105,7 @@ inline constexpr index_t kDirectSteps = 16;
 template <class TY>
 index_t amx_rows_direct_tokens(const BsrProduct<bf16, TY>& p) {
   const index_t b = p.b, block_rows = (p.out_rows + b - 1) / b;
-  const bool direct = (b == 32 || b == 64) && p.in_rows == p.in_block_rows * b &&
+  const bool direct = (b == 32 || b == 64 || b == 128) && p.in_rows == p.in_block_rows * b &&
                       p.stored / (b * b) <= kDirectSteps * block_rows;
   return direct ? p.width / (2 * kLaneTokens) * (2 * kLaneTokens) : 0;
 }
@@ -1213,8 +1213,8 @@ struct PendingRows {
 
 /// The token-major product: per block row of W (of Wᵀ for dX) and group of 32 of its
 /// outputs, tiles of 32 tokens x 32 outputs summed over the row's stored blocks (each
-/// output one fixed sum: the same bits on any thread count); at b = 64 with X's tiles in
-/// place, tiles of 16 tokens x 64 outputs (WideGroup). A group's C is written out during
+/// output one fixed sum: the same bits on any thread count); at b = 64 and 128 with X's
+/// tiles in place, tiles of 16 tokens x 64 outputs (WideGroup). A group's C is written out during
 /// the next group's K steps, a few rows after each: a sparse row has few steps a group,
 /// and writing C between groups leaves the tile unit idle for about as long as a quarter
 /// of its work (docs/sparse_weights.md, "Where the time goes at density 0.1").
@@ -1224,7 +1224,7 @@ void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t
   const index_t panel_words = p.in_block_rows * b * kLaneTokens;  // a panel's K steps, 16 x K each
   const auto* wt = reinterpret_cast<const std::uint32_t*>(packed + amx_rows_words(p));
   const index_t direct = amx_rows_direct_tokens(p);
-  const bool wide = b == 64 && direct > 0;
+  const bool wide = b % 64 == 0 && direct > 0;
   const auto ldb = static_cast<long>(b * sizeof(std::uint32_t));
   PendingRows pending[2];
   int next = 0;  // the buffer the group being computed stores into
@@ -1266,11 +1266,13 @@ void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t
         const ATiles x = a_tiles(t);
         TileGroup::zero();
         group_steps(bi, [&](index_t q, index_t k) [[gnu::always_inline]] {
-          WideGroup::step(x.x0 + p.column(q) * x.x_block + k * x.x_k, x.lda, wt + p.slot(q) * b * b / 2 + k / 2 * b, ldb);
+          WideGroup::step(x.x0 + p.column(q) * x.x_block + k * x.x_k, x.lda, wt + p.slot(q) * b * b / 2 + g + k / 2 * b,
+                          ldb);
         });
         PendingRows& now = pending[next];
         WideGroup::store(now.c, 64);  // amx_rows_write reads only the tokens and outputs these hold
-        now.start(64, t * kLaneTokens, min_index(kLaneTokens, p.width - t * kLaneTokens), bi * b, rows);
+        now.start(64, t * kLaneTokens, min_index(kLaneTokens, p.width - t * kLaneTokens), bi * b + g,
+                  min_index(64, rows - g));
         next = 1 - next;
       }
       return;
