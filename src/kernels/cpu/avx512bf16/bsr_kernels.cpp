@@ -1214,10 +1214,10 @@ struct PendingRows {
 /// The token-major product: per block row of W (of Wᵀ for dX) and group of 32 of its
 /// outputs, tiles of 32 tokens x 32 outputs summed over the row's stored blocks (each
 /// output one fixed sum: the same bits on any thread count); at b = 64 and 128 with X's
-/// tiles in place, tiles of 16 tokens x 64 outputs (WideGroup). A group's C is written out during
-/// the next group's K steps, a few rows after each: a sparse row has few steps a group,
-/// and writing C between groups leaves the tile unit idle for about as long as a quarter
-/// of its work (docs/sparse_weights.md, "Where the time goes at density 0.1").
+/// tiles in place, tiles of 16 tokens x 64 outputs (WideGroup). A group's C is written
+/// out during the next group's K steps, a few rows after each: a sparse row has few steps
+/// a group, and writing C between groups leaves the tile unit idle for about as long as a
+/// quarter of its work (docs/sparse_weights.md, "Where the time goes at density 0.1").
 template <class TY>
 void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t r0, index_t r1) {
   const index_t b = p.b, K = amx_k(p), panels = token_panels(p);
@@ -1246,9 +1246,10 @@ void amx_rows_compute(const BsrProduct<bf16, TY>& p, const bf16* packed, index_t
   const TileConfig config(K);
   _tile_loadconfig(&config);
   const index_t pair_bytes = 2 * panel_words * index_t{sizeof(bf16)};
-  // One group: its K steps over block row bi's stored blocks, the last group's rows
-  // written a few after each (spread over this group's steps; after an empty block row,
-  // which has none, the write after the loop takes them all), then its own C stored.
+  // One group's K steps over block row bi's stored blocks, the last group's rows written
+  // a few after each (spread over this group's steps; after an empty block row, which has
+  // none, the write after the loop takes them all). The caller then stores the group's C
+  // as the next pending rows.
   const auto group_steps = [&](index_t bi, auto&& step) [[gnu::always_inline]] {
     PendingRows& last = pending[1 - next];
     const index_t steps = (p.ptr[bi + 1] - p.ptr[bi]) * (b / K);
