@@ -21,6 +21,13 @@ namespace {
 /// Columns per unit of the bias gradient: whole cache lines of every value type.
 constexpr index_t kBiasColumns = 256;
 
+/// The bytes of W's stored blocks: what the forward and dX keep in L2, a piece's share
+/// each, while the tokens stream through.
+template <class T>
+std::size_t weight_bytes(const BlockSparseWeight<T>& W) {
+  return W.size() * sizeof(T);
+}
+
 /// A weight names a structure, and blocks unless it stores none.
 template <class T>
 void check_weight(const BlockSparseWeight<T>& W, const char* who, const char* name) {
@@ -40,7 +47,7 @@ void linear_forward(const BlockSparseWeight<const TA>& W, DenseView<const std::t
   detail::check_dim(Y.cols, W.rows(), who, "Y", "columns", "W.rows()");
   if (!bias.empty()) detail::check_dim(static_cast<index_t>(bias.size()), W.rows(), who, "bias", "values", "W.rows()");
   detail::check_no_alias(X.data, detail::span_bytes(X), Y.data, detail::span_bytes(Y), who, "X", "Y");
-  detail::check_no_alias(W.blocks, W.size() * sizeof(TA), Y.data, detail::span_bytes(Y), who, "W", "Y");
+  detail::check_no_alias(W.blocks, weight_bytes(W), Y.data, detail::span_bytes(Y), who, "W", "Y");
   if (Y.rows == 0 || Y.cols == 0) return;
   const auto p = plan(W.structure);
   const BsrStructure& s = *W.structure;
@@ -50,7 +57,7 @@ void linear_forward(const BlockSparseWeight<const TA>& W, DenseView<const std::t
   prod.bias = bias.empty() ? nullptr : bias.data();
   const int parts = detail::parts_for(s.block_rows(), detail::block_ns(s, X.rows));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_cols(), p->row_split(parts),
-                          p->row_split(detail::pieces_for(parts)));
+                          p->row_split(detail::pieces_for(parts, weight_bytes(W))));
 }
 
 template <Value TA, class TY> requires OutputFor<TA, TY>
@@ -62,7 +69,7 @@ void linear_backward_input(const BlockSparseWeight<const TA>& W, DenseView<const
   detail::check_dim(dX.rows, dY.rows, who, "dX", "rows", "dY.rows");
   detail::check_dim(dX.cols, W.cols(), who, "dX", "columns", "W.cols()");
   detail::check_no_alias(dY.data, detail::span_bytes(dY), dX.data, detail::span_bytes(dX), who, "dY", "dX");
-  detail::check_no_alias(W.blocks, W.size() * sizeof(TA), dX.data, detail::span_bytes(dX), who, "W", "dX");
+  detail::check_no_alias(W.blocks, weight_bytes(W), dX.data, detail::span_bytes(dX), who, "W", "dX");
   if (dX.rows == 0 || dX.cols == 0) return;
   const auto p = plan(W.structure);
   const BsrStructure& s = *W.structure;
@@ -72,7 +79,7 @@ void linear_backward_input(const BlockSparseWeight<const TA>& W, DenseView<const
   prod.b_transposed = prod.c_transposed = true;
   const int parts = detail::parts_for(s.block_cols(), detail::block_ns(s, dY.rows));
   detail::run_bsr_product(dispatch::bsr_kernels<TA, TY>(), prod, s.block_rows(), p->col_split(parts),
-                          p->col_split(detail::pieces_for(parts)));
+                          p->col_split(detail::pieces_for(parts, weight_bytes(W))));
 }
 
 template <Value T>

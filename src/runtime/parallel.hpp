@@ -120,6 +120,24 @@ inline constexpr int kPiecesPerPart = 4;
 /// Pieces for a pass of `parts` threads: one on a single thread, else kPiecesPerPart a part.
 constexpr int pieces_for(int parts) noexcept { return parts == 1 ? 1 : parts * kPiecesPerPart; }
 
+/// A piece's share of an operand kept in L2 while another streams through it: half of
+/// the L2 of the CPUs the tile kernels are tuned for.
+inline constexpr std::size_t kPieceKeptBytes = std::size_t{1} << 20;
+
+/// Pieces for a pass each of whose pieces keeps its share of `kept_bytes` (a linear
+/// layer's weight blocks) in L2 and reads all of a streamed operand (the layer's
+/// tokens): each piece reads the stream once, so pieces are cut no smaller than
+/// kPieceKeptBytes of the kept operand, where a smaller cut would only read the stream
+/// more often (docs/sparse_weights.md, "Where the time goes at density 0.1"). A whole
+/// number of pieces a part, so that the parts start even: at least two, so that a slowed
+/// thread still leaves a piece to the others, at most kPiecesPerPart.
+constexpr int pieces_for(int parts, std::size_t kept_bytes) noexcept {
+  if (parts == 1) return 1;
+  const auto n = static_cast<std::size_t>(parts);
+  const std::size_t per_part = (kept_bytes + n * kPieceKeptBytes - 1) / (n * kPieceKeptBytes);
+  return parts * static_cast<int>(std::clamp<std::size_t>(per_part, 2, kPiecesPerPart));
+}
+
 /// The units [0, units) of a pass, cut into `parts` contiguous ranges: slot t takes the
 /// units of range t from its front, then those the other ranges have left from their
 /// backs. A thread thus keeps the rows it had in the last pass cut the same way (in its

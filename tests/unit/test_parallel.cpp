@@ -210,6 +210,27 @@ TEST(Parallel, ForkFromInsideATeam) {
   EXPECT_EQ(status.load(), 0);
 }
 
+// Pieces by the kept operand's bytes: a whole number a part, from two to kPiecesPerPart,
+// none smaller than kPieceKeptBytes unless that leaves fewer than two a part.
+TEST(Parallel, PiecesByKeptBytes) {
+  constexpr std::size_t MiB = std::size_t{1} << 20;
+  EXPECT_EQ(detail::pieces_for(1, 100 * MiB), 1);
+  EXPECT_EQ(detail::pieces_for(2, 0), 4);
+  EXPECT_EQ(detail::pieces_for(2, 3 * MiB + MiB / 2), 4);  // a 4096 x 4096 bf16 layer at density 0.1
+  EXPECT_EQ(detail::pieces_for(2, 5 * MiB), 6);
+  EXPECT_EQ(detail::pieces_for(2, 6 * MiB + 1), 8);
+  EXPECT_EQ(detail::pieces_for(2, 100 * MiB), 2 * detail::kPiecesPerPart);
+  EXPECT_EQ(detail::pieces_for(3, 7 * MiB), 9);
+  for (int parts = 2; parts <= 8; ++parts)
+    for (std::size_t mib = 0; mib <= 40; ++mib) {
+      const int n = detail::pieces_for(parts, mib * MiB);
+      EXPECT_EQ(n % parts, 0) << parts << " parts, " << mib << " MiB";
+      EXPECT_GE(n, 2 * parts);
+      EXPECT_LE(n, detail::kPiecesPerPart * parts);
+      if (n > 2 * parts) EXPECT_GT(mib * MiB, static_cast<std::size_t>(n - parts) * detail::kPieceKeptBytes);
+    }
+}
+
 TEST(Parallel, UnitRangesRejectTooManyUnits) {
   detail::UnitRanges ranges;
   EXPECT_THROW(ranges.reset(2, index_t{1} << 32), OverflowError);
