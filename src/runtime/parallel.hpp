@@ -126,11 +126,11 @@ inline constexpr std::size_t kPieceKeptBytes = std::size_t{1} << 20;
 
 /// Pieces for a pass each of whose pieces keeps its share of `kept_bytes` (a linear
 /// layer's weight blocks) in L2 and reads all of a streamed operand (the layer's
-/// tokens): each piece reads the stream once, so pieces are cut no smaller than
-/// kPieceKeptBytes of the kept operand, where a smaller cut would only read the stream
-/// more often (docs/sparse_weights.md, "Where the time goes at density 0.1"). A whole
-/// number of pieces a part, so that the parts start even: at least two, so that a slowed
-/// thread still leaves a piece to the others, at most kPiecesPerPart.
+/// tokens): each piece reads the stream once, so the pass takes the fewest pieces whose
+/// shares fit in kPieceKeptBytes, where more pieces would only read the stream more
+/// often (docs/sparse_weights.md, "Where the time goes at density 0.1"). A whole number
+/// of pieces a part, so that the parts start even: at least two, so that a slowed thread
+/// still leaves a piece to the others, at most kPiecesPerPart.
 constexpr int pieces_for(int parts, std::size_t kept_bytes) noexcept {
   if (parts == 1) return 1;
   const auto n = static_cast<std::size_t>(parts);

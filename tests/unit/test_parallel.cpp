@@ -211,7 +211,7 @@ TEST(Parallel, ForkFromInsideATeam) {
 }
 
 // Pieces by the kept operand's bytes: a whole number a part, from two to kPiecesPerPart,
-// none smaller than kPieceKeptBytes unless that leaves fewer than two a part.
+// the fewest whose shares fit in kPieceKeptBytes.
 TEST(Parallel, PiecesByKeptBytes) {
   constexpr std::size_t MiB = std::size_t{1} << 20;
   EXPECT_EQ(detail::pieces_for(1, 100 * MiB), 1);
@@ -228,6 +228,7 @@ TEST(Parallel, PiecesByKeptBytes) {
       EXPECT_GE(n, 2 * parts);
       EXPECT_LE(n, detail::kPiecesPerPart * parts);
       if (n > 2 * parts) EXPECT_GT(mib * MiB, static_cast<std::size_t>(n - parts) * detail::kPieceKeptBytes);
+      if (n < detail::kPiecesPerPart * parts) EXPECT_LE(mib * MiB, static_cast<std::size_t>(n) * detail::kPieceKeptBytes);
     }
 }
 
