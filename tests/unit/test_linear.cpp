@@ -59,11 +59,16 @@ std::vector<LinearCase> cases() {
       {"empty_layout", 40, 33, 16, 7, none},
       // Decode (at most 16 tokens, b a multiple of 8 and of the vector width): 1, 2 and
       // groups of 4 tokens, a partial last group, a partial last block row and column.
+      // bf16 on vdpbf16ps: the tokens in lanes with 16 (1 token), 8, 4, 2 and 1 pair
+      // slots each, a partial last pair group (odd features), and b = 16 at 1 token
+      // (16 pair slots need b a multiple of 32: the widening groups).
       {"decode_b32_ragged_3_tokens", 100, 75, 32, 3},
       {"decode_b16_16_tokens", 64, 130, 16, 16},
-      {"decode_b32_ragged_12_tokens", 100, 75, 32, 12},  // bf16: tokens in lanes, odd features
+      {"decode_b32_ragged_6_tokens", 100, 75, 32, 6},
+      {"decode_b32_ragged_12_tokens", 100, 75, 32, 12},
       {"decode_b128_2_tokens", 200, 300, 128, 2},
       {"decode_b64_1_token", 130, 200, 64, 1},
+      {"decode_b16_ragged_1_token", 40, 75, 16, 1},
   };
 }
 
@@ -243,8 +248,8 @@ TYPED_TEST(DeterminismLinear, EveryProductGivesTheSameBitsOnAnyThreadCount) {
     linear_forward<TA, TY>(weight_of(W), X.view(), std::span<const Acc>(bias), y.view());
     return values(y);
   });
-  // Decode: few tokens over a weight large enough for 3 threads (bf16: 5 tokens in
-  // pair groups, 13 in lanes).
+  // Decode: few tokens over a weight large enough for 3 threads (bf16: 5 tokens with
+  // 2 pair slots a lane, 13 with one).
   const BsrMatrix<TA> big = random_bsr<TA>(this->rng, 1024, 1000, 32, {0.5, 0.0, false, 0.0});
   for (const index_t n : {5, 13}) {
     const Dense<TA> few = random_dense<TA>(this->rng, n, 1000);

@@ -7,15 +7,16 @@
 // linear layer's dX = dY W) has each block packed into the workspace first as pairs of
 // its rows (pack_pairs), so that each pair is one dword. The SDDMM (a linear layer's dW) runs as pairs of K (tokens) with
 // both operands packed as pairs. Small blocks (b <= 8, odd ones too) against 2 to 8
-// columns, and against one contiguous column (SpMV), run the small pair kernels below;
-// other cases (a linear layer's decode among them) run this TU's copy of the widening
-// kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
+// columns, and against one contiguous column (SpMV), run the small pair kernels below,
+// and a linear layer's decode runs with the tokens in lanes (token_lanes_compute); other
+// cases run this TU's copy of the widening kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
 // outputs to zero, so a bf16 product's last bits depend on its path (its width, the
 // CPU's ISA), though never on the thread count.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -57,19 +58,27 @@ bool use_small_pairs(const BsrProduct<bf16, TY>& p) {
 /// Quads (4 rows: two pairs) per block row of B.
 constexpr index_t quads_per_row(index_t b) { return (b + 3) / 4; }
 
-// Decode of 5 to 16 tokens with the tokens in lanes: X is packed as pairs of features,
-// dword lane t of pair row kp holding (X(t, 2kp), X(t, 2kp + 1)), zero past the tokens
-// and the features. One pair of a W row, broadcast from memory, then meets every token
-// in one vdpbf16ps, and each output is a lane: no horizontal sums. (decode_tile.inc's
-// groups of 4 tokens read every block once per group, and X's token rows, a power of
-// two apart, share few L1 sets; here each group of 8 rows reads its rows of each block
-// once, and a block's pair rows of X are 1 KiB in a row at b = 32.) Up to 4 tokens,
-// decode_tile.inc's single group of tokens spends fewer instructions than 16 lanes do.
+// Decode (1 to 16 tokens) with the tokens in lanes: the 16 dword lanes of a register
+// hold T tokens (the width rounded up to a power of two) times S = 16 / T consecutive
+// pairs of features of each, lane t S + s of pair group g holding token t's pair
+// (X(t, 2(gS + s)), X(t, 2(gS + s) + 1)); zero past the tokens and the features. The same
+// S pairs of a W row, broadcast to every token's slots, then meet all T tokens in one
+// vdpbf16ps, so that every lane does useful multiply-adds at any power-of-two width,
+// and an output's S slots are summed once, after the block row (S = 1: no sums). Each
+// group of 8 rows reads its rows of each block once; a DecodeStream keeps the blocks
+// coming from memory while the later groups compute.
 constexpr index_t kLaneTokens = 16;
+
+/// Pair slots per token in a decode's lanes: 16 lanes hold the width's tokens (rounded
+/// up to a power of two) times this many consecutive pairs of features each.
+template <class TY>
+index_t lane_slots(const BsrProduct<bf16, TY>& p) {
+  return kLaneTokens / static_cast<index_t>(std::bit_ceil(static_cast<std::uint64_t>(p.width)));
+}
 
 template <class TY>
 bool use_token_lanes(const BsrProduct<bf16, TY>& p) {
-  return decode_kernel(p) && p.width > 4 && p.b % 2 == 0;
+  return decode_kernel(p) && p.b % (2 * lane_slots(p)) == 0;
 }
 
 /// Token panels of kLaneTokens tokens: panel tp holds tokens [16 tp, 16 tp + 16).
@@ -108,33 +117,96 @@ void token_lanes_pack(const BsrProduct<bf16, TY>& p, std::uint32_t* packed, inde
   }
 }
 
-/// Output block rows [r0, r1) with the tokens in lanes, in groups of 8 rows.
+/// X's feature pairs of block rows [r0, r1) for a decode of T = 16 / S tokens: group g
+/// of S pairs is 16 dwords at g * 16, lane t * S + s holding token t's pair g * S + s
+/// (each token's S pairs copied as they lie); zero past the tokens and the features.
 template <class TY>
+void slot_lanes_pack(const BsrProduct<bf16, TY>& p, std::uint32_t* packed, index_t S, index_t r0, index_t r1) {
+  const index_t T = kLaneTokens / S, g0 = r0 * p.b / (2 * S), g1 = r1 * p.b / (2 * S);
+  for (index_t g = g0; g < g1; ++g)
+    for (index_t t = 0; t < T; ++t) {
+      std::uint32_t* dst = packed + g * kLaneTokens + t * S;
+      const index_t k = 2 * S * g;
+      if (t >= p.width) {
+        std::fill_n(dst, S, 0u);
+      } else if (k + 2 * S <= p.in_rows) {
+        std::memcpy(dst, p.B + t * p.ldb + k, 4 * static_cast<std::size_t>(S));
+      } else {
+        const auto word = [&](index_t j) -> std::uint32_t { return j < p.in_rows ? p.B[t * p.ldb + j].bits : 0u; };
+        for (index_t s = 0; s < S; ++s) dst[s] = word(k + 2 * s) | word(k + 2 * s + 1) << 16;
+      }
+    }
+}
+
+/// S pairs of W's row at w in every S-dword group of a register.
+template <int S>
+[[gnu::always_inline]] inline __m512bh broadcast_pairs(const bf16* w) {
+  if constexpr (S == 1) {
+    std::uint32_t pair;
+    std::memcpy(&pair, w, sizeof pair);
+    return (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+  } else if constexpr (S == 2) {
+    long long pairs;
+    std::memcpy(&pairs, w, sizeof pairs);
+    return (__m512bh)_mm512_set1_epi64(pairs);
+  } else if constexpr (S == 4) {
+    return (__m512bh)_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+  } else if constexpr (S == 8) {
+    return (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+  } else {
+    static_assert(S == 16);
+    return (__m512bh)_mm512_loadu_si512(w);
+  }
+}
+
+/// Output block rows [r0, r1) with the tokens in lanes (S pair slots each), in groups of
+/// 8 rows.
+template <int S, class TY>
 void token_lanes_compute(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, index_t r0, index_t r1) {
   constexpr int MR = 8;  // decode_kernel: b is a multiple of 8
-  const index_t b = p.b;
+  constexpr index_t T = kLaneTokens / S;
+  const index_t b = p.b, groups = b / (2 * S);
+  DecodeStream<bf16> stream(p.block(p.ptr[r0]), p.block(p.ptr[r1]));
   for (index_t bi = r0; bi < r1; ++bi) {
     const index_t rows = min_index(b, p.out_rows - bi * b);
+    stream.pace(b * b * index_t{sizeof(bf16)}, (rows + MR - 1) / MR);
     for (index_t g = 0; g < rows; g += MR) {
       __m512 acc[MR];
       for (auto& a : acc) a = _mm512_setzero_ps();
       for (index_t q = p.ptr[bi]; q < p.ptr[bi + 1]; ++q) {
-        if (g == 0) decode_prefetch(p, q, p.ptr[r1]);
+        stream.visit();
         const bf16* blk = p.block(q) + g * b;
-        const std::uint32_t* x = packed + p.column(q) * b / 2 * kLaneTokens;
-        for (index_t kp = 0; kp < b / 2; ++kp) {
-          const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + kp * kLaneTokens);
-          for (int r = 0; r < MR; ++r) {
-            std::uint32_t pair;
-            std::memcpy(&pair, blk + r * b + 2 * kp, sizeof pair);
-            acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_set1_epi32(static_cast<int>(pair)), xv);
-          }
+        const std::uint32_t* x = packed + p.column(q) * groups * kLaneTokens;
+        for (index_t kg = 0; kg < groups; ++kg) {
+          const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + kg * kLaneTokens);
+          for (int r = 0; r < MR; ++r)
+            acc[r] = _mm512_dpbf16_ps(acc[r], broadcast_pairs<S>(blk + r * b + 2 * S * kg), xv);
         }
       }
       alignas(64) float out[MR * kLaneTokens];
       for (int r = 0; r < MR; ++r) _mm512_store_ps(out + r * kLaneTokens, acc[r]);
+      // Token t's S slots summed in order into lane t, in place: lane t is written after
+      // lanes t S .. t S + S - 1 are read, and later tokens read lanes past t.
+      for (int r = 0; r < MR; ++r)
+        for (index_t t = 0; t < T; ++t) {
+          float v = out[r * kLaneTokens + t * S];
+          for (index_t s = 1; s < S; ++s) v += out[r * kLaneTokens + t * S + s];
+          out[r * kLaneTokens + t] = v;
+        }
       write_out(p, out, kLaneTokens, bi * b + g, min_index(MR, rows - g), 0, p.width);
     }
+  }
+}
+
+/// token_lanes_compute for the product's slots.
+template <class TY>
+void token_lanes_rows(const BsrProduct<bf16, TY>& p, const std::uint32_t* packed, index_t r0, index_t r1) {
+  switch (lane_slots(p)) {
+    case 1: return token_lanes_compute<1>(p, packed, r0, r1);
+    case 2: return token_lanes_compute<2>(p, packed, r0, r1);
+    case 4: return token_lanes_compute<4>(p, packed, r0, r1);
+    case 8: return token_lanes_compute<8>(p, packed, r0, r1);
+    default: return token_lanes_compute<16>(p, packed, r0, r1);
   }
 }
 
@@ -142,7 +214,7 @@ template <class TY>
 std::size_t pairs_packed_bytes(const BsrProduct<bf16, TY>& p) {
   if (use_small_pairs(p)) return static_cast<std::size_t>(p.in_block_rows * quads_per_row(p.b) * 32) * sizeof(bf16);
   if (use_token_lanes(p))
-    return static_cast<std::size_t>(token_panels(p) * p.in_block_rows * p.b * kLaneTokens) * sizeof(bf16);
+    return static_cast<std::size_t>(p.in_block_rows * p.b / 2 * (kLaneTokens / lane_slots(p))) * sizeof(std::uint32_t);
   if (!use_pairs(p)) return packed_bytes(p);
   return static_cast<std::size_t>(p.in_block_rows * p.b * round_up(p.width, kPairNR)) * sizeof(bf16);
 }
@@ -214,7 +286,9 @@ void pairs_pack_transposed(const BsrProduct<bf16, TY>& p, std::uint16_t* packed,
 template <class TY>
 void pairs_pack(const BsrProduct<bf16, TY>& p, void* packed_v, index_t r0, index_t r1) {
   if (use_small_pairs(p)) return small_quads_pack(p, static_cast<std::uint16_t*>(packed_v), r0, r1);
-  if (use_token_lanes(p)) return token_lanes_pack(p, static_cast<std::uint32_t*>(packed_v), r0, r1);
+  if (use_token_lanes(p))
+    return lane_slots(p) == 1 ? token_lanes_pack(p, static_cast<std::uint32_t*>(packed_v), r0, r1)
+                              : slot_lanes_pack(p, static_cast<std::uint32_t*>(packed_v), lane_slots(p), r0, r1);
   if (!use_pairs(p)) return pack(p, packed_v, r0, r1);
   auto* packed = static_cast<std::uint16_t*>(packed_v);
   if (p.b_transposed) return pairs_pack_transposed(p, packed, r0, r1);
@@ -517,21 +591,10 @@ void small_pairs_compute(const BsrProduct<bf16, TY>& p, const std::uint16_t* pac
   });
 }
 
-/// decode_tile.inc's step on pairs: 32 values of W's row and X's token as 16 pairs, one
-/// vdpbf16ps where the widening step spends two widening loads and an FMA per 16.
-struct PairDecode {
-  using V = Vec<float>;
-  using in = __m512bh;
-  static constexpr index_t K = 32;
-  static in load(const bf16* p) { return (__m512bh)_mm512_loadu_si512(p); }
-  static __m512 fma(in w, in x, __m512 acc) { return _mm512_dpbf16_ps(acc, w, x); }
-};
-
 /// The tiling of compute_panels in bsr_tile.inc, on bf16 pair panels.
 template <class TY>
 void pairs_compute(const BsrProduct<bf16, TY>& p, const void* packed_v, void* ws_v, index_t r0, index_t r1) {
-  if (use_token_lanes(p)) return token_lanes_compute(p, static_cast<const std::uint32_t*>(packed_v), r0, r1);
-  if (decode_kernel(p) && p.b % PairDecode::K == 0) return compute_decode<PairDecode>(p, r0, r1);
+  if (use_token_lanes(p)) return token_lanes_rows(p, static_cast<const std::uint32_t*>(packed_v), r0, r1);
   if (use_small_pairs(p)) return small_pairs_compute(p, static_cast<const std::uint16_t*>(packed_v), r0, r1);
   if (use_pair_vector(p))
     return with_small_block(p.b, [&](auto B) { pair_vector_rows<decltype(B)::value>(p, p.idx32, r0, r1); });
