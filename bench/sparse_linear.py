@@ -13,7 +13,10 @@ the median, retried while above 10%, `stable` false if it stayed there). Decode 
 ("op": "decode": forward without autograd, 1 to 16 tokens) add "bytes_per_s": the stored
 blocks' bytes (the weight the layer must read) per second, and one "op": "read_bandwidth"
 row gives this machine's read bandwidth with the same threads (a sum over a buffer much
-larger than the caches), measured beside them. With --bf16-vs-fp32, "op": "fwd_bwd_dtypes"
+larger than the caches), measured beside them. With --decode-cold each call runs the next
+of enough copies of the layer (dense and sparse alike) to fill twice the last-level
+cache, so that both read their weights from memory however large the cache is (rows
+say "cold": true). With --bf16-vs-fp32, "op": "fwd_bwd_dtypes"
 rows time a bf16 and an fp32 layer of the same layout against each other (`speedup`: the
 fp32 time over the bf16 time).
 
@@ -26,6 +29,8 @@ OPENBLAS_THREAD_TIMEOUT=4 unless set (see below).
 from __future__ import annotations
 
 import argparse
+import copy
+import glob
 import json
 import os
 
@@ -73,6 +78,35 @@ def forward_backward(layer, x, dy):
         x.grad = None
         layer(x).backward(dy)
     return run
+
+
+def forward_ring(layers, x):
+    """forward of each layer in turn, one a call: with enough of them (cold_copies), each
+    call finds its weight out of the caches."""
+    turn = [0]
+
+    def run():
+        with torch.no_grad():
+            layers[turn[0] % len(layers)](x)
+        turn[0] += 1
+    return run
+
+
+def last_level_cache_bytes() -> int:
+    """The size of cpu0's highest-level cache (sysfs), or 32 MiB if none is listed."""
+    sizes = []
+    for index in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+        with open(os.path.join(index, "size")) as f:
+            text = f.read().strip()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        sizes.append(int(text.rstrip("KMG")) * scale)
+    return max(sizes, default=32 << 20)
+
+
+def cold_copies(weight_bytes: int) -> int:
+    """Copies of a weight whose total is twice the last-level cache: each is evicted
+    before its next turn."""
+    return max(2, -(-2 * last_level_cache_bytes() // weight_bytes))
 
 
 def read_bandwidth(repeats: int) -> float:
@@ -142,18 +176,24 @@ def run_decode(args, base) -> None:
         n_in, n_out = (int(v) for v in shape.split("x"))
         torch.manual_seed(0)
         dense = torch.nn.Linear(n_in, n_out, dtype=dtype)
+        dense_ring = [copy.deepcopy(dense) for _ in range(cold_copies(n_in * n_out * 2))] if args.decode_cold else []
         for tokens in (int(v) for v in args.decode.split(",")):
             x = torch.randn(tokens, n_in, dtype=dtype)
             common = dict(base, op="decode", **{"in": n_in, "out": n_out, "tokens": tokens, "dtype": "bfloat16"})
             for b in (int(v) for v in args.blocks.split(",")):
                 for density in (float(v) for v in args.densities.split(",")):
                     layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
-                    td, tl = paired_times(forward(dense, x), forward(layer, x), args.decode_repeats)
+                    run_dense, run_sparse = forward(dense, x), forward(layer, x)
+                    if args.decode_cold:
+                        run_dense = forward_ring(dense_ring, x)
+                        run_sparse = forward_ring([copy.deepcopy(layer) for _ in
+                                                   range(cold_copies(layer.weight.numel() * 2))], x)
+                    td, tl = paired_times(run_dense, run_sparse, args.decode_repeats)
                     emit(dict(common, impl="torch_dense", block=b, density=1.0, **seconds(td), speedup=1.0,
-                              bytes_per_s=n_in * n_out * 2 / (td.median_ms / 1e3)))
+                              bytes_per_s=n_in * n_out * 2 / (td.median_ms / 1e3), cold=args.decode_cold))
                     emit(dict(common, impl="trnsparse", block=b, density=layer.density, **seconds(tl),
                               speedup=td.median_ms / tl.median_ms,
-                              bytes_per_s=layer.weight.numel() * 2 / (tl.median_ms / 1e3)))
+                              bytes_per_s=layer.weight.numel() * 2 / (tl.median_ms / 1e3), cold=args.decode_cold))
 
 
 def main() -> None:
@@ -170,6 +210,9 @@ def main() -> None:
                    help="densities at which bf16 and fp32 layers are timed against each other; empty: none")
     p.add_argument("--decode", default="1,4,16", help="decode token counts (bf16); empty: none")
     p.add_argument("--decode-repeats", type=int, default=50)
+    p.add_argument("--decode-cold", action="store_true",
+                   help="decode with each call on the next of enough copies of the layer to fill twice the "
+                        "last-level cache, so that both sides read their weights from memory")
     run(p.parse_args())
 
 

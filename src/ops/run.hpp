@@ -86,8 +86,13 @@ void run_packed(const Kernels& k, const Problem& prob, index_t pack_units, int p
     return;
   }
   // Kernels that read B in place (the small-block ones) pack nothing: no team for it.
+  // A small pack (a decode's few tokens) runs on the caller alone: as a team of its own
+  // it would wait for a sleeping worker to wake, and that wait, far above the pack's
+  // own share, would read as a stall and send the product itself to one thread.
+  const int pack_parts = parts_for(pack_units, work_ns(Work::stream, static_cast<double>(packed_bytes) / 4), parts);
   if (packed_bytes > 0)
-    parallel_parts(parts, [&](int t) { k.pack(prob, mem, pack_units * t / parts, pack_units * (t + 1) / parts); });
+    parallel_parts(pack_parts,
+                   [&](int t) { k.pack(prob, mem, pack_units * t / pack_parts, pack_units * (t + 1) / pack_parts); });
   parallel_for(parts, n_pieces, [&](int slot, index_t i) {
     k.compute(prob, mem, mem + packed_bytes + static_cast<std::size_t>(slot) * ws_bytes, pieces[i], pieces[i + 1]);
   });
