@@ -5,13 +5,14 @@
 // so one 32-bit broadcast of A(r, 2t..2t+1) meets 16 columns per register.
 // That path needs an even block size (pairs never cross a block); a transposed A (a
 // linear layer's dX = dY W) has each block packed into the workspace first as pairs of
-// its rows (pack_pairs), so that each pair is one dword. The SDDMM (a linear layer's dW) runs as pairs of K (tokens) with
-// both operands packed as pairs. Small blocks (b <= 8, odd ones too) against 2 to 8
-// columns, and against one contiguous column (SpMV), run the small pair kernels below,
-// and a linear layer's decode runs with the tokens in lanes (token_lanes_compute); other
-// cases run this TU's copy of the widening kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and
-// outputs to zero, so a bf16 product's last bits depend on its path (its width, the
-// CPU's ISA), though never on the thread count.
+// its rows (pack_pairs), so that each pair is one dword. The SDDMM (a linear layer's
+// dW) runs as pairs of K (tokens) with both operands packed as pairs. Small blocks
+// (b <= 8, odd ones too) against 2 to 8 columns, and against one contiguous column
+// (SpMV), run the small pair kernels below, and a linear layer's decode runs with the
+// tokens in lanes (token_lanes_compute); other cases run this TU's copy of the widening
+// kernels of bsr_tile.inc. Note vdpbf16ps flushes subnormal inputs and outputs to zero,
+// so a bf16 product's last bits depend on its path (its width, the CPU's ISA), though
+// never on the thread count.
 #include <immintrin.h>
 
 #include <algorithm>
