@@ -89,7 +89,8 @@ void run_packed(const Kernels& k, const Problem& prob, index_t pack_units, int p
   // A small pack (a decode's few tokens) runs on the caller alone: as a team of its own
   // it would wait for a sleeping worker to wake, and that wait, far above the pack's
   // own share, would read as a stall and send the product itself to one thread.
-  const int pack_parts = parts_for(pack_units, work_ns(Work::stream, static_cast<double>(packed_bytes) / 4), parts);
+  const double pack_words = static_cast<double>(packed_bytes) / sizeof(float);  // what a streaming pass counts
+  const int pack_parts = parts_for(pack_units, work_ns(Work::stream, pack_words), parts);
   if (packed_bytes > 0)
     parallel_parts(pack_parts,
                    [&](int t) { k.pack(prob, mem, pack_units * t / pack_parts, pack_units * (t + 1) / pack_parts); });
