@@ -82,7 +82,7 @@ def forward_backward(layer, x, dy):
 
 def forward_ring(layers, x):
     """forward of each layer in turn, one a call: with enough of them (cold_copies), each
-    call finds its weight out of the caches."""
+    call finds its weight out of the caches; with one, forward."""
     turn = [0]
 
     def run():
@@ -172,28 +172,31 @@ def run_dtype_pairs(args, base) -> None:
 def run_decode(args, base) -> None:
     emit(dict(base, op="read_bandwidth", bytes_per_s=read_bandwidth(args.repeats)))
     dtype = torch.bfloat16
+
+    def ring(layer, weight_bytes):
+        """The layer, and with --decode-cold enough copies of it for forward_ring."""
+        return [layer] + [copy.deepcopy(layer) for _ in range(cold_copies(weight_bytes) - 1)] \
+            if args.decode_cold else [layer]
+
     for shape in args.shapes.split(","):
         n_in, n_out = (int(v) for v in shape.split("x"))
         torch.manual_seed(0)
-        dense = torch.nn.Linear(n_in, n_out, dtype=dtype)
-        dense_ring = [copy.deepcopy(dense) for _ in range(cold_copies(n_in * n_out * 2))] if args.decode_cold else []
+        dense = ring(torch.nn.Linear(n_in, n_out, dtype=dtype), n_in * n_out * 2)
+        sparse = {}  # (b, density) -> ring, built once for every token count
+        for b in (int(v) for v in args.blocks.split(",")):
+            for density in (float(v) for v in args.densities.split(",")):
+                layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
+                sparse[b, density] = ring(layer, layer.weight.numel() * 2)
         for tokens in (int(v) for v in args.decode.split(",")):
             x = torch.randn(tokens, n_in, dtype=dtype)
             common = dict(base, op="decode", **{"in": n_in, "out": n_out, "tokens": tokens, "dtype": "bfloat16"})
-            for b in (int(v) for v in args.blocks.split(",")):
-                for density in (float(v) for v in args.densities.split(",")):
-                    layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
-                    run_dense, run_sparse = forward(dense, x), forward(layer, x)
-                    if args.decode_cold:
-                        run_dense = forward_ring(dense_ring, x)
-                        run_sparse = forward_ring([copy.deepcopy(layer) for _ in
-                                                   range(cold_copies(layer.weight.numel() * 2))], x)
-                    td, tl = paired_times(run_dense, run_sparse, args.decode_repeats)
-                    emit(dict(common, impl="torch_dense", block=b, density=1.0, **seconds(td), speedup=1.0,
-                              bytes_per_s=n_in * n_out * 2 / (td.median_ms / 1e3), cold=args.decode_cold))
-                    emit(dict(common, impl="trnsparse", block=b, density=layer.density, **seconds(tl),
-                              speedup=td.median_ms / tl.median_ms,
-                              bytes_per_s=layer.weight.numel() * 2 / (tl.median_ms / 1e3), cold=args.decode_cold))
+            for (b, _), layers in sparse.items():
+                td, tl = paired_times(forward_ring(dense, x), forward_ring(layers, x), args.decode_repeats)
+                emit(dict(common, impl="torch_dense", block=b, density=1.0, **seconds(td), speedup=1.0,
+                          bytes_per_s=n_in * n_out * 2 / (td.median_ms / 1e3), cold=args.decode_cold))
+                emit(dict(common, impl="trnsparse", block=b, density=layers[0].density, **seconds(tl),
+                          speedup=td.median_ms / tl.median_ms,
+                          bytes_per_s=layers[0].weight.numel() * 2 / (tl.median_ms / 1e3), cold=args.decode_cold))
 
 
 def main() -> None:
