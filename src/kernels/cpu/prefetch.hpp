@@ -19,6 +19,12 @@ namespace trnsparse::kernels::cpu {
 /// would store the caller's accumulators back to the stack before every prefetch.
 [[gnu::always_inline]] inline void prefetch_line(const void* p) { asm volatile("prefetcht0 (%0)" : : "r"(p)); }
 
+/// prefetcht1 of the cache line holding p: into L2, not L1. For a stream asked for far
+/// ahead of its reads (DecodeStream): a request into L1 holds one of the core's few L1
+/// fill buffers until its line comes from memory, which caps the stream below what the
+/// core's requests into L2 reach (docs/sparse_weights.md, "Decode").
+[[gnu::always_inline]] inline void prefetch_line_l2(const void* p) { asm volatile("prefetcht1 (%0)" : : "r"(p)); }
+
 /// prefetch_line of every cache line of [from, to), `ahead` bytes further on: one request
 /// a line for a stretch read next, however many elements the line holds.
 template <class T>
