@@ -91,6 +91,8 @@ void run_packed(const Kernels& k, const Problem& prob, index_t pack_units, int p
   // own share, would read as a stall and send the product itself to one thread.
   const double pack_words = static_cast<double>(packed_bytes) / sizeof(float);  // what a streaming pass counts
   const int pack_parts = parts_for(pack_units, work_ns(Work::stream, pack_words), parts);
+  // A pack on the caller alone comes first: the compute team's workers wake meanwhile.
+  if (packed_bytes > 0 && pack_parts == 1) wake_team(parts);
   if (packed_bytes > 0)
     parallel_parts(pack_parts,
                    [&](int t) { k.pack(prob, mem, pack_units * t / pack_parts, pack_units * (t + 1) / pack_parts); });

@@ -1,5 +1,6 @@
 // Sparse × sparse products: validate → plan (symbolic, cached) → numeric kernel →
 // optional drop filter.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "ops/spgemm.hpp"
 #include "plan/csr_analysis.hpp"
 #include "runtime/huge_pages.hpp"
+#include "runtime/parallel.hpp"
 #include "runtime/value.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/spgemm.hpp"
@@ -226,9 +228,22 @@ std::shared_ptr<const SpgemmPlan> spgemm_plan(const BsrMatrix<T>& A, const BsrMa
 
 namespace {
 
+/// Wakes the threads a product of A and B is likely to take (wake_team) before the
+/// serial steps ahead of its first team: the plan's lookup, row costs, repeated rows and
+/// scratch, or the result's allocation. Its block products are estimated as A's stored
+/// blocks times the mean length of B's block rows, and costed as the plan costs them.
+template <class Matrix>
+void wake_threads(const Matrix& A, const Matrix& B) {
+  const BsrStructure &a = *A.structure_ptr(), &b = *B.structure_ptr();
+  const double products = static_cast<double>(a.n_blocks()) * static_cast<double>(b.n_blocks()) /
+                          static_cast<double>(std::max<index_t>(1, b.block_rows()));
+  detail::wake_team(detail::parts_for(a.block_rows(), detail::work_ns(detail::Work::spgemm, products)));
+}
+
 template <class Matrix>
 auto product(const Matrix& A, const Matrix& B, SpgemmForm form, double drop_tolerance) {
   check_tolerance(form_name(form), drop_tolerance, [&] { return describe(A, B); });
+  wake_threads(A, B);
   return spgemm_plan(A, B, form)->multiply(A, B, drop_tolerance);
 }
 

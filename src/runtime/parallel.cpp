@@ -118,12 +118,7 @@ public:
     epoch_.store(epoch, std::memory_order_seq_cst);
     // The worker sets `asleep`, then reads the epoch; this bumped the epoch, then reads
     // `asleep` (both sequentially consistent): one of the two sees the other.
-    for (int slot = 1; slot < parts && slot <= workers_; ++slot) {
-      Bell& bell = *bells_[static_cast<std::size_t>(slot - 1)];
-      if (!bell.asleep.load(std::memory_order_seq_cst)) continue;
-      bell.rings.fetch_add(1, std::memory_order_relaxed);
-      futex_wake_one(&bell.rings);
-    }
+    ring(parts);
     const std::exception_ptr own_error = run_in_team(fn, ctx, 0);
     // Closed: no worker joins now. Wait for those that did (each is in a unit it took).
     std::uint64_t s = state_.fetch_and(~kOpen, std::memory_order_acq_rel) & ~kOpen;
@@ -151,6 +146,15 @@ public:
     rethrow();
   }
 
+  /// Rings the bells of the sleeping workers of slots [1, parts); see wake_team.
+  void wake(int parts) {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || Clock::now() < alone_until_) return;
+    parts = std::min(parts, kMaxParts);
+    grow(parts - 1);
+    stats_.woken.fetch_add(static_cast<std::uint64_t>(ring(parts)), std::memory_order_relaxed);
+  }
+
   /// After fork() in the child: the workers are gone with the parent's threads.
   void forget_workers() noexcept {
     new (&mutex_) std::mutex;
@@ -163,7 +167,7 @@ public:
 
   TeamStats stats() const noexcept {
     return {stats_.teams.load(std::memory_order_relaxed), stats_.alone.load(std::memory_order_relaxed),
-            stats_.stalls.load(std::memory_order_relaxed)};
+            stats_.stalls.load(std::memory_order_relaxed), stats_.woken.load(std::memory_order_relaxed)};
   }
 
 private:
@@ -194,6 +198,19 @@ private:
         return;
       }
     }
+  }
+
+  /// Wakes the sleeping workers of slots [1, parts) (under mutex_); returns how many.
+  int ring(int parts) {
+    int rung = 0;
+    for (int slot = 1; slot < parts && slot <= workers_; ++slot) {
+      Bell& bell = *bells_[static_cast<std::size_t>(slot - 1)];
+      if (!bell.asleep.load(std::memory_order_seq_cst)) continue;
+      bell.rings.fetch_add(1, std::memory_order_relaxed);
+      futex_wake_one(&bell.rings);
+      ++rung;
+    }
+    return rung;
   }
 
   struct WorkerArg {
@@ -236,10 +253,10 @@ private:
     return true;
   }
 
-  /// Waits until the epoch moves on from `seen`: polls for kSpin, then sleeps until a
-  /// team rings `bell` (and the epoch has moved).
+  /// Waits until the epoch moves on from `seen`: polls for kSpin, then sleeps until
+  /// `bell` rings (a team, or wake_team), and polls for kSpin again.
   std::uint32_t wait_for_team(Bell& bell, std::uint32_t seen) {
-    const auto spin_until = Clock::now() + kSpin;
+    auto spin_until = Clock::now() + kSpin;
     for (unsigned i = 0;; ++i) {
       const std::uint32_t e = epoch_.load(std::memory_order_acquire);
       if (e != seen) return e;
@@ -251,6 +268,7 @@ private:
       bell.asleep.store(true, std::memory_order_seq_cst);
       if (epoch_.load(std::memory_order_seq_cst) == seen) futex_wait(&bell.rings, rings);
       bell.asleep.store(false, std::memory_order_relaxed);
+      spin_until = Clock::now() + kSpin;
     }
   }
 
@@ -259,7 +277,7 @@ private:
   Clock::time_point alone_until_{};     // under mutex_: teams before this run on the caller alone
   Clock::duration backoff_{};           // under mutex_: the last such period
   struct {
-    std::atomic<std::uint64_t> teams{0}, alone{0}, stalls{0};
+    std::atomic<std::uint64_t> teams{0}, alone{0}, stalls{0}, woken{0};
   } stats_;
   void (*fn_)(void*, int) = nullptr;
   void* ctx_ = nullptr;
@@ -299,6 +317,11 @@ Pool& pool() {
 }  // namespace
 
 TeamStats team_stats() noexcept { return pool().stats(); }
+
+void wake_team(int parts) {
+  if (parts <= 1 || t_in_team) return;
+  pool().wake(parts);
+}
 
 void run_team(int parts, void (*fn)(void*, int), void* ctx) {
   if (parts <= 1 || t_in_team) return run_alone(fn, ctx);

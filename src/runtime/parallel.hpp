@@ -33,11 +33,21 @@ namespace trnsparse::detail {
 /// the pool.
 void run_team(int parts, void (*fn)(void*, int), void* ctx);
 
+/// Wakes the pool's sleeping workers that a team of `parts` would use, without opening
+/// one: for a caller with serial work (a plan's first steps) before its team, so that a
+/// worker asleep after an idle is polling again when the team opens, where waking it
+/// then would cost the team the tens of µs a wake takes on a VM (docs/benchmarks.md,
+/// "Threads and busy machines"). A worker woken this way polls for as long as after a
+/// team, then sleeps again. Does nothing for parts <= 1, inside a team, while another
+/// thread's team holds the pool, or while teams run on the caller alone.
+void wake_team(int parts);
+
 /// What the pool has done since the process started: teams asked of it (with parts > 1,
-/// outside a team, the pool free), those run on the caller alone after a stall, and the
-/// stalls (a caller that waited for a worker taken off its core).
+/// outside a team, the pool free), those run on the caller alone after a stall, the
+/// stalls (a caller that waited for a worker taken off its core), and the sleeping
+/// workers wake_team woke.
 struct TeamStats {
-  std::uint64_t teams = 0, alone = 0, stalls = 0;
+  std::uint64_t teams = 0, alone = 0, stalls = 0, woken = 0;
 };
 TeamStats team_stats() noexcept;
 

@@ -110,6 +110,31 @@ TEST(Parallel, ACallerNeverWaitsForABusyPool) {
   EXPECT_EQ(other_slots.load(), 0);
 }
 
+// wake_team wakes a worker asleep between teams, without a team, and a team after it
+// runs as usual; it does nothing for one part or inside a team.
+TEST(Parallel, WakeTeamWakesASleepingWorkerAhead) {
+  const Threads threads(2);
+  wait_out_backoff();
+  detail::parallel_for(2, 2, [](int, index_t) {});  // the worker exists
+  const auto woken = [] { return detail::team_stats().woken; };
+  bool rung = false;
+  // The worker sleeps once it has polled for a while (a busy host may hold it longer).
+  for (int attempt = 0; attempt < 50 && !rung; ++attempt) {
+    std::this_thread::sleep_for(20ms);
+    const std::uint64_t before = woken();
+    detail::wake_team(2);
+    rung = woken() == before + 1;
+  }
+  EXPECT_TRUE(rung) << "no sleeping worker was woken";
+  const std::uint64_t before = woken();
+  detail::wake_team(1);
+  detail::parallel_for(2, 4, [](int, index_t) { detail::wake_team(2); });
+  EXPECT_EQ(woken(), before);
+  std::atomic<int> done{0};
+  detail::parallel_for(2, 100, [&](int, index_t) { done.fetch_add(1); });
+  EXPECT_EQ(done.load(), 100);
+}
+
 // A pass inside a team's unit runs on that unit's thread alone.
 TEST(Parallel, NestedPassesRunAlone) {
   const Threads threads(2);
