@@ -3,11 +3,14 @@
 /// as it is. An array a product fills on several threads is allocated untouched instead:
 /// a std::vector writes every element on one thread before anyone fills it, and on fresh
 /// memory that serial pass costs as much as the product (each first touch of a page
-/// faults it in).
+/// faults it in). Such arrays come from acquire_block, which keeps recently released
+/// large blocks for the next array of their size: a loop of products of one structure
+/// then writes into pages already faulted in.
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -22,6 +25,35 @@ void copy_to_untouched(void* dst, const void* src, std::size_t bytes);
 /// Tags the constructors of matrices that take values the library wrote (a Storage).
 struct Written {};
 
+/// `bytes` of 64-byte aligned memory for an array the caller fills (a product's result,
+/// a solver's basis): a block released recently to release_block when one of its size
+/// class is there (its pages already faulted in), else fresh memory.
+/// @throw std::bad_alloc
+void* acquire_block(std::size_t bytes);
+/// Gives back `p` (null: nothing), acquired with the same `bytes`.
+void release_block(void* p, std::size_t bytes) noexcept;
+
+/// Releases an array of `bytes` from acquire_block.
+template <class T>
+struct BlockRelease {
+  std::size_t bytes = 0;
+  void operator()(T* p) const noexcept { release_block(p, bytes); }
+};
+
+/// An array from acquire_block, its elements uninitialised.
+template <class T>
+using Block = std::unique_ptr<T[], BlockRelease<T>>;
+
+/// A Block of n elements of T.
+/// @throw std::bad_alloc (std::bad_array_new_length when n * sizeof(T) overflows).
+template <class T>
+Block<T> acquire_array(std::size_t n) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+  const std::size_t bytes = n * sizeof(T);
+  return Block<T>(static_cast<T*>(acquire_block(bytes)), BlockRelease<T>{bytes});
+}
+
 template <class T>
 class Storage {
   static_assert(std::is_trivially_copyable_v<T>);
@@ -32,7 +64,7 @@ public:
   Storage(std::vector<T> v) noexcept  // NOLINT(google-explicit-constructor): a vector is storage
       : vec_(std::move(v)), data_(vec_.data()), size_(vec_.size()) {}
   /// Adopts `n` elements at `array`, every one of them written by the caller.
-  Storage(std::unique_ptr<T[]> array, std::size_t n) noexcept
+  Storage(Block<T> array, std::size_t n) noexcept
       : array_(std::move(array)), data_(array_.get()), size_(n) {}
   /// A copy is an array the library writes (see copy_to_untouched).
   Storage(const Storage& other) : Storage(copy_of(other)) {}
@@ -62,13 +94,13 @@ public:
 
 private:
   static Storage copy_of(const Storage& other) {
-    auto array = std::make_unique_for_overwrite<T[]>(other.size_);
+    Block<T> array = acquire_array<T>(other.size_);
     copy_to_untouched(array.get(), other.data_, other.size_ * sizeof(T));
     return {std::move(array), other.size_};
   }
 
   std::vector<T> vec_;
-  std::unique_ptr<T[]> array_;
+  Block<T> array_;
   T* data_ = nullptr;
   std::size_t size_ = 0;
 };

@@ -189,7 +189,7 @@ auto multiply_with(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, dou
   // Untouched: the numeric phase writes every value, and its threads fault in the pages
   // of the rows they do.
   const index_t n_vals = plan.stored() * bb;
-  std::unique_ptr<TC[]> vals = detail::huge_untouched<TC>(n_vals, "multiply: C's values");
+  detail::Block<TC> vals = detail::huge_untouched<TC>(n_vals, "multiply: C's values");
   // A BSR product also skips block products whose norm bound is at or below the
   // tolerance (numeric_into; a CSR entry's products are single multiplications).
   numeric_into(plan, A, B, vals.get(), drop_tolerance);

@@ -367,7 +367,7 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
                                        a->block_size(), " values would overflow index_t: ", operands()));
   // Gathered on the threads, into memory none has touched: each faults in the pages it
   // writes, where a vector would first be written through on one thread.
-  std::unique_ptr<index_t[]> idx = detail::huge_untouched<index_t>(stored, "spgemm_plan: C's column indices");
+  detail::Block<index_t> idx = detail::huge_untouched<index_t>(stored, "spgemm_plan: C's column indices");
   const int movers = detail::parts_for(n_pieces, detail::work_ns(detail::Work::stream, static_cast<double>(stored)));
   detail::parallel_for(movers, n_pieces, ranges, [&](int, index_t p) {
     const index_t* from = scratch[piece_slot[p]].out.data() + piece_at[p];

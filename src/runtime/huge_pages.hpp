@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/checks.hpp"
+#include "trnsparse/storage.hpp"
 
 namespace trnsparse::detail {
 
@@ -58,13 +59,12 @@ std::vector<T> huge_vector(index_t n, const char* what) {
   return v;
 }
 
-/// Storage for n elements on huge pages, left untouched: the caller's first writes fault
-/// it in, on the threads that make them rather than in one serial fill. OverflowError
-/// naming `what` when they do not fit in memory.
+/// Storage for n elements on huge pages, left unwritten (acquire_array): the caller's
+/// first writes fault in what is fresh, on the threads that make them rather than in one
+/// serial fill. OverflowError naming `what` when they do not fit in memory.
 template <class T>
-std::unique_ptr<T[]> huge_untouched(index_t n, const char* what) {
-  std::unique_ptr<T[]> p =
-      allocating(n, what, [&] { return std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(n)); });
+Block<T> huge_untouched(index_t n, const char* what) {
+  Block<T> p = allocating(n, what, [&] { return acquire_array<T>(static_cast<std::size_t>(n)); });
   advise_huge_pages(p.get(), static_cast<std::size_t>(n) * sizeof(T));
   return p;
 }

@@ -79,7 +79,7 @@ struct Level {
   std::vector<double> cheb_a, cheb_c;  // Chebyshev coefficients of the smoother
   // A's values in fp32 for the cycle's products with A (AmgOptions::mixed_precision, a
   // CSR level of a double hierarchy), else null.
-  std::unique_ptr<float[]> values32;
+  detail::Block<float> values32;
   // To the next level (empty on the last one).
   std::vector<std::int32_t> aggregate;  // node -> aggregate
   Mat<T> P_tent, P, R;                  // R = Pᵀ, stored for a row-wise restriction

@@ -1254,11 +1254,11 @@ void factor(const Mat<T>& A, Coarse& co, index_t level) {
 /// of a double hierarchy, or null: for float, BSR levels, without the option, and when a
 /// non-zero value leaves fp32's normal range (it would round to infinity or lose bits).
 template <SolverValue T>
-std::unique_ptr<float[]> values32(const Mat<T>& A, const AmgOptions<T>& options) {
+detail::Block<float> values32(const Mat<T>& A, const AmgOptions<T>& options) {
   if constexpr (std::is_same_v<T, double>) {
     if (!options.mixed_precision || A.g() != 1) return nullptr;
     const index_t nnz = A.nnz();
-    std::unique_ptr<float[]> v = detail::huge_untouched<float>(nnz, "amg: fp32 values");
+    detail::Block<float> v = detail::huge_untouched<float>(nnz, "amg: fp32 values");
     const double* a = A.vals().data();
     std::atomic<bool> in_range = true;
     for_chunks(nnz, 16 * kChunkRows, detail::work_ns(detail::Work::stream, 1.5 * static_cast<double>(nnz)),

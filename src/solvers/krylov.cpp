@@ -246,7 +246,7 @@ SolveResult<T> gmres(const LinearOperator<T>& A, std::span<const std::type_ident
   // the threaded passes that first write each vector: a serial fill of fresh memory
   // takes longer than a cycle), M⁻¹ v's scratch, the Hessenberg matrix as computed (R,
   // (m + 1) x m, column-major) and rotated (H), the rotations and the right-hand side g.
-  const std::unique_ptr<T[]> V =
+  const detail::Block<T> V =
       detail::huge_untouched<T>(detail::checked_mul(m + 1, n, "gmres: (restart + 1) n"), "gmres: basis");
   std::vector<T> z = ws.vector("gmres: preconditioned vector");
   const auto basis = [&](index_t j) { return V.get() + j * n; };

@@ -2,11 +2,14 @@
 // constructors (exception type, argument name and first offending position), COO and
 // CSR canonicalisation, BSR structure fingerprints, extents and padding.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -342,6 +345,41 @@ TEST(BsrStructure, ArraysTheLibraryWroteCopyLikeVectors) {
   BsrMatrix<double> Db = Cb;
   EXPECT_NE(Db.blocks().data(), Cb.blocks().data());
   EXPECT_TRUE(std::equal(Db.blocks().begin(), Db.blocks().end(), Cb.blocks().begin()));
+}
+
+// Arrays from acquire_block are 64-byte aligned at any size (zero too), and a released
+// large block comes back for the next request of its size class (not under
+// AddressSanitizer, which must see every array's lifetime). Blocks released and taken
+// from several threads at once keep what each writes.
+TEST(BsrStructure, LargeBlocksAreKeptForTheNextArrayOfTheirSize) {
+  for (const std::size_t bytes : {std::size_t{0}, std::size_t{8}, std::size_t{4096}, std::size_t{65536},
+                                  std::size_t{100000}, std::size_t{3} << 20}) {
+    void* p = detail::acquire_block(bytes);
+    ASSERT_NE(p, nullptr) << bytes;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u) << bytes;
+    std::memset(p, 0x5a, bytes);
+    detail::release_block(p, bytes);
+  }
+  detail::release_block(nullptr, 100000);
+#if !defined(__SANITIZE_ADDRESS__)
+  void* p = detail::acquire_block(440000);  // 108 pages, class 112
+  detail::release_block(p, 440000);
+  EXPECT_EQ(detail::acquire_block(400000), p) << "a block of the same size class was not reused";  // 98 pages
+  detail::release_block(p, 400000);
+#endif
+  std::vector<std::thread> threads;
+  std::atomic<bool> intact{true};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &intact] {
+      for (int rep = 0; rep < 200; ++rep) {
+        const std::size_t n = (std::size_t{16} << 10) * static_cast<std::size_t>(1 + (rep + t) % 7);
+        detail::Block<int> a = detail::acquire_array<int>(n);
+        std::fill_n(a.get(), n, t * 1000 + rep);
+        if (std::count(a.get(), a.get() + n, t * 1000 + rep) != static_cast<std::ptrdiff_t>(n)) intact = false;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(intact.load());
 }
 
 TEST(BsrStructure, LargeCopiesAreExactOnAnyThreadCount) {
