@@ -8,7 +8,7 @@
 // freeing the last one's result, faults in every page of every result again. Blocks of
 // at least kRecycledBytes are mapped here instead, and a released block waits, up to
 // kKeptBytes of them, for the next request of its size class (whole pages rounded up to
-// m 2^k pages, m in 4..7: at most a quarter more than asked for), the oldest unmapped
+// m 2^k pages, m in 4..8: at most a quarter more than asked for), the oldest unmapped
 // first. Smaller blocks, and every block under AddressSanitizer (which must see each
 // array's bounds and lifetime), go to the C++ allocator.
 #include <pthread.h>
@@ -42,7 +42,7 @@ constexpr std::size_t kRecycledBytes = std::size_t{64} << 10;
 constexpr std::size_t kKeptBytes = std::size_t{256} << 20;
 constexpr std::align_val_t kAlign{64};
 
-/// `bytes` rounded up to whole pages, then to m 2^k pages with m in 4..7.
+/// `bytes` rounded up to whole pages, then to m 2^k pages with m in 4..8.
 std::size_t size_class(std::size_t bytes) noexcept {
   const std::size_t pages = (bytes + kPage - 1) / kPage;
   if (pages < 8) return pages * kPage;
