@@ -6,22 +6,29 @@
 // back to the system comes back fresh: glibc unmaps a large block on free and trims the
 // top of its heap once more than 128 KiB there is free, so a loop of products, each
 // freeing the last one's result, faults in every page of every result again. Blocks of
-// at least kRecycledBytes are mapped here instead, and a released block waits, up to
-// kKeptBytes of them, for the next request of its size class (whole pages rounded up to
-// m 2^k pages, m in 4..8: at most a quarter more than asked for), the oldest unmapped
-// first. Smaller blocks, and every block under AddressSanitizer (which must see each
-// array's bounds and lifetime), go to the C++ allocator.
+// at least kRecycledBytes are mapped here instead, and a released block waits, up to a
+// limit in all (`TRNSPARSE_KEPT_MB`, 256 MiB by default), for the next request of its
+// size class (whole pages rounded up to m 2^k pages, m in 4..8: at most a quarter more
+// than asked for), the oldest unmapped first. Smaller blocks, and every block under
+// AddressSanitizer (which must see each array's bounds and lifetime), go to the C++
+// allocator.
+#include "runtime/blocks.hpp"
+
 #include <pthread.h>
 #include <sys/mman.h>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
+#include <cstdlib>
 #include <mutex>
 #include <new>
+#include <string>
 
+#include "runtime/checks.hpp"
 #include "runtime/huge_pages.hpp"
+#include "trnsparse/error.hpp"
 #include "trnsparse/storage.hpp"
 
 namespace trnsparse::detail {
@@ -37,9 +44,26 @@ constexpr bool kRecycle = true;
 constexpr std::size_t kPage = 4096;
 /// Blocks from this size on are mapped and recycled.
 constexpr std::size_t kRecycledBytes = std::size_t{64} << 10;
-/// Released blocks kept at most, in bytes: room for the result of a product of a few
-/// million entries (values and indices), without holding much of a machine's memory.
+/// Released blocks kept at most by default, in bytes: room for the result of a product
+/// of a few million entries (values and indices), without holding much of a machine's
+/// memory.
 constexpr std::size_t kKeptBytes = std::size_t{256} << 20;
+/// The most `TRNSPARSE_KEPT_MB` may keep.
+constexpr std::size_t kMaxKeptBytes = std::size_t{1} << 30;
+
+/// `TRNSPARSE_KEPT_MB` in bytes, else kKeptBytes.
+/// @throw InvalidArgument for anything but a whole number of MiB up to kMaxKeptBytes.
+std::size_t kept_limit_from_environment() {
+  const char* text = std::getenv("TRNSPARSE_KEPT_MB");
+  if (text == nullptr) return kKeptBytes;
+  const std::string value(text);
+  const bool digits = !value.empty() && value.size() <= 5 && value.find_first_not_of("0123456789") == std::string::npos;
+  const std::size_t mib = digits ? std::stoul(value) : 0;
+  if (!digits || mib > (kMaxKeptBytes >> 20))
+    throw InvalidArgument(concat("TRNSPARSE_KEPT_MB=", value, ": expected a whole number of MiB from 0 to ",
+                                 kMaxKeptBytes >> 20));
+  return mib << 20;
+}
 constexpr std::align_val_t kAlign{64};
 
 /// `bytes` rounded up to whole pages, then to m 2^k pages with m in 4..8.
@@ -52,11 +76,11 @@ std::size_t size_class(std::size_t bytes) noexcept {
 
 void unmap(void* p, std::size_t bytes) noexcept { munmap(p, bytes); }
 
-/// Released blocks, oldest first: at most kKeptBytes / kRecycledBytes of them, in a fixed
-/// array, so that keeping one never allocates.
+/// Released blocks, oldest first: at most kMaxKeptBytes / kRecycledBytes of them, in a
+/// fixed array, so that keeping one never allocates.
 class Kept {
 public:
-  Kept() {
+  Kept() : limit_(kept_limit_from_environment()) {
     // fork() while another thread holds the lock would leave it held in the child.
     pthread_atfork([] { kept().mutex_.lock(); }, [] { kept().mutex_.unlock(); }, [] { kept().mutex_.unlock(); });
   }
@@ -76,20 +100,26 @@ public:
     return nullptr;
   }
 
-  /// Keeps `p` (of size class `size`, at most kKeptBytes), unmapping the oldest blocks
-  /// beyond kKeptBytes.
+  /// Keeps `p` (of size class `size`), unmapping the oldest blocks beyond the limit; or
+  /// unmaps `p` when it is above half the limit (it would push out all the others).
   void put(void* p, std::size_t size) noexcept {
     std::lock_guard lock(mutex_);
-    std::size_t old = 0;
-    while (bytes_ + size > kKeptBytes) {
-      unmap(blocks_[old].p, blocks_[old].size);
-      bytes_ -= blocks_[old++].size;
-    }
-    std::move(blocks_.begin() + static_cast<std::ptrdiff_t>(old), blocks_.begin() + static_cast<std::ptrdiff_t>(n_),
-              blocks_.begin());
-    n_ -= old;
+    if (size > limit_ / 2) return unmap(p, size);
+    evict(limit_ - size);
     blocks_[n_++] = {size, p};
     bytes_ += size;
+  }
+
+  /// Keeps at most `bytes` from now on (at most kMaxKeptBytes).
+  void set_limit(std::size_t bytes) noexcept {
+    std::lock_guard lock(mutex_);
+    limit_ = std::min(bytes, kMaxKeptBytes);
+    evict(limit_);
+  }
+
+  std::size_t bytes() noexcept {
+    std::lock_guard lock(mutex_);
+    return bytes_;
   }
 
   static Kept& kept() {
@@ -98,13 +128,25 @@ public:
   }
 
 private:
+  /// Unmaps the oldest blocks until at most `bytes` are kept (under mutex_).
+  void evict(std::size_t bytes) noexcept {
+    std::size_t old = 0;
+    for (; bytes_ > bytes; ++old) {
+      unmap(blocks_[old].p, blocks_[old].size);
+      bytes_ -= blocks_[old].size;
+    }
+    std::move(blocks_.begin() + static_cast<std::ptrdiff_t>(old), blocks_.begin() + static_cast<std::ptrdiff_t>(n_),
+              blocks_.begin());
+    n_ -= old;
+  }
+
   struct Entry {
     std::size_t size = 0;
     void* p = nullptr;
   };
   std::mutex mutex_;
-  std::array<Entry, kKeptBytes / kRecycledBytes> blocks_{};
-  std::size_t n_ = 0, bytes_ = 0;
+  std::array<Entry, kMaxKeptBytes / kRecycledBytes> blocks_{};
+  std::size_t n_ = 0, bytes_ = 0, limit_;
 };
 
 }  // namespace
@@ -122,9 +164,13 @@ void* acquire_block(std::size_t bytes) {
 void release_block(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   if (!kRecycle || bytes < kRecycledBytes) return ::operator delete(p, kAlign);
-  const std::size_t size = size_class(bytes);
-  if (size > kKeptBytes / 2) return unmap(p, size);  // one would push out all the others
-  Kept::kept().put(p, size);
+  Kept::kept().put(p, size_class(bytes));
+}
+
+std::size_t kept_block_bytes() noexcept { return kRecycle ? Kept::kept().bytes() : 0; }
+
+void set_kept_block_limit(std::size_t bytes) {
+  if (kRecycle) Kept::kept().set_limit(bytes);
 }
 
 }  // namespace trnsparse::detail

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "kernel_support.hpp"
+#include "runtime/blocks.hpp"
 #include "support.hpp"
 
 namespace trnsparse::test {
@@ -366,6 +367,17 @@ TEST(BsrStructure, LargeBlocksAreKeptForTheNextArrayOfTheirSize) {
   detail::release_block(p, 440000);
   EXPECT_EQ(detail::acquire_block(400000), p) << "a block of the same size class was not reused";  // 98 pages
   detail::release_block(p, 400000);
+  EXPECT_GE(detail::kept_block_bytes(), std::size_t{112} * 4096);
+  detail::set_kept_block_limit(0);  // unmaps what is kept, and keeps nothing released later
+  EXPECT_EQ(detail::kept_block_bytes(), 0u);
+  detail::release_block(detail::acquire_block(440000), 440000);
+  EXPECT_EQ(detail::kept_block_bytes(), 0u);
+  detail::set_kept_block_limit(std::size_t{1} << 20);  // a block above half the limit is not kept
+  detail::release_block(detail::acquire_block(600000), 600000);
+  EXPECT_EQ(detail::kept_block_bytes(), 0u);
+  detail::release_block(detail::acquire_block(440000), 440000);
+  EXPECT_EQ(detail::kept_block_bytes(), std::size_t{112} * 4096);
+  detail::set_kept_block_limit(std::size_t{256} << 20);
 #endif
   std::vector<std::thread> threads;
   std::atomic<bool> intact{true};
