@@ -24,11 +24,9 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
-#include <string>
 
-#include "runtime/checks.hpp"
+#include "runtime/env.hpp"
 #include "runtime/huge_pages.hpp"
-#include "trnsparse/error.hpp"
 #include "trnsparse/storage.hpp"
 
 namespace trnsparse::detail {
@@ -56,13 +54,8 @@ constexpr std::size_t kMaxKeptBytes = std::size_t{1} << 30;
 std::size_t kept_limit_from_environment() {
   const char* text = std::getenv("TRNSPARSE_KEPT_MB");
   if (text == nullptr) return kKeptBytes;
-  const std::string value(text);
-  const bool digits = !value.empty() && value.size() <= 5 && value.find_first_not_of("0123456789") == std::string::npos;
-  const std::size_t mib = digits ? std::stoul(value) : 0;
-  if (!digits || mib > (kMaxKeptBytes >> 20))
-    throw InvalidArgument(concat("TRNSPARSE_KEPT_MB=", value, ": expected a whole number of MiB from 0 to ",
-                                 kMaxKeptBytes >> 20));
-  return mib << 20;
+  const long mib = env_integer("TRNSPARSE_KEPT_MB", text, 0, static_cast<long>(kMaxKeptBytes >> 20));
+  return static_cast<std::size_t>(mib) << 20;
 }
 constexpr std::align_val_t kAlign{64};
 

@@ -2,8 +2,19 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+
+#include "runtime/env.hpp"
 
 namespace trnsparse::detail {
+
+long env_integer(const char* name, const char* text, long lo, long hi) {
+  char* end = nullptr;
+  const long n = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || n < lo || n > hi)
+    throw InvalidArgument(concat(name, "=", text, ": expected an integer in [", lo, ", ", hi, "]"));
+  return n;
+}
 
 index_t checked_mul(index_t a, index_t b, const char* what) {
   index_t r = 0;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/checks.hpp"
+#include "runtime/env.hpp"
 #include "trnsparse/runtime.hpp"
 
 namespace trnsparse {
@@ -76,11 +77,7 @@ int default_threads() {
 int threads_from_env() {
   const char* env = std::getenv("TRNSPARSE_NUM_THREADS");
   if (!env || !*env) return default_threads();
-  char* end = nullptr;
-  const long n = std::strtol(env, &end, 10);
-  if (*end != '\0' || n < 1 || n > kMaxThreads)
-    throw InvalidArgument(detail::concat("TRNSPARSE_NUM_THREADS=", env, ": expected an integer in [1, ", kMaxThreads, "]"));
-  return static_cast<int>(n);
+  return static_cast<int>(detail::env_integer("TRNSPARSE_NUM_THREADS", env, 1, kMaxThreads));
 }
 
 // -1: not chosen yet. Set once from the environment, or by set_isa / set_num_threads.
