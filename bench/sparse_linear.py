@@ -11,12 +11,16 @@ load of a shared machine falls on both. Times come from the library's harness
 (trnsparse.measure_pair: warmed up until settled; `spread` the interquartile range over
 the median, retried while above 10%, `stable` false if it stayed there). Decode rows
 ("op": "decode": forward without autograd, 1 to 16 tokens) add "bytes_per_s": the stored
-blocks' bytes (the weight the layer must read) per second, and one "op": "read_bandwidth"
-row gives this machine's read bandwidth with the same threads (a sum over a buffer much
-larger than the caches), measured beside them. With --decode-cold each call runs the next
-of enough copies of the layer (dense and sparse alike) to fill twice the last-level
-cache, so that both read their weights from memory however large the cache is (rows
-say "cold": true). With --bf16-vs-fp32, "op": "fwd_bwd_dtypes"
+blocks' bytes (the weight the layer must read) per second, and two "op": "read_bandwidth"
+rows give this machine's read bandwidth with the same threads (a sum over a buffer much
+larger than the caches), measured beside them: "pages": "4K" over memory as torch
+allocates it, "pages": "2M" over huge pages. Every decode layer is first run
+STREAMS_BEFORE_HUGE_PAGES times on one token, as a model's layers are by its 64th token:
+by then the core has moved a sparse weight onto huge pages (docs/sparse_weights.md, "Huge pages").
+With --dense-huge-pages the dense layers' weights are copied onto huge pages too. With
+--decode-cold each call runs the next of enough copies of the layer (dense and sparse
+alike) to fill twice the last-level cache, so that both read their weights from memory
+however large the cache is (rows say "cold": true). With --bf16-vs-fp32, "op": "fwd_bwd_dtypes"
 rows time a bf16 and an fp32 layer of the same layout against each other (`speedup`: the
 fp32 time over the bf16 time).
 
@@ -44,7 +48,12 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 import torch  # noqa: E402
 
 import trnsparse as ts  # noqa: E402
+from trnsparse._interop import empty  # noqa: E402
 from trnsparse.nn import BlockSparseLinear  # noqa: E402
+
+# Streams of a weight after which the core moves it onto huge pages
+# (runtime/huge_pages.hpp, kCollapseAfter).
+STREAMS_BEFORE_HUGE_PAGES = 64
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -109,10 +118,28 @@ def cold_copies(weight_bytes: int) -> int:
     return max(2, -(-2 * last_level_cache_bytes() // weight_bytes))
 
 
-def read_bandwidth(repeats: int) -> float:
-    """Bytes per second of torch's sum over 512 MiB of fp32 (on torch's threads)."""
-    buf = torch.ones(128 * 1024 * 1024)
-    return buf.numel() * 4 / median_time(lambda: buf.sum(), repeats)
+def read_bandwidth(repeats: int, huge_pages: bool) -> float:
+    """Bytes per second of torch's sum over 512 MiB of fp32 (on torch's threads), in
+    torch's memory or on huge pages (the package's pooled buffers)."""
+    n = 128 * 1024 * 1024
+    buf = empty((n,), torch.float32, "read_bandwidth").fill_(1.0) if huge_pages else torch.ones(n)
+    return n * 4 / median_time(lambda: buf.sum(), repeats)
+
+
+def on_huge_pages(linear: torch.nn.Linear) -> torch.nn.Linear:
+    """linear with its weight copied onto huge pages (the package's pooled buffers)."""
+    w = empty(linear.weight.shape, linear.weight.dtype, "on_huge_pages")
+    w.copy_(linear.weight.detach())
+    linear.weight.data = w
+    return linear
+
+
+def settle(layers, x) -> None:
+    """Each layer run STREAMS_BEFORE_HUGE_PAGES times on x."""
+    with torch.no_grad():
+        for layer in layers:
+            for _ in range(STREAMS_BEFORE_HUGE_PAGES):
+                layer(x)
 
 
 def emit(row: dict) -> None:
@@ -170,13 +197,16 @@ def run_dtype_pairs(args, base) -> None:
 
 
 def run_decode(args, base) -> None:
-    emit(dict(base, op="read_bandwidth", bytes_per_s=read_bandwidth(args.repeats)))
+    for pages in ("4K", "2M"):
+        emit(dict(base, op="read_bandwidth", pages=pages, bytes_per_s=read_bandwidth(args.repeats, pages == "2M")))
     dtype = torch.bfloat16
 
     def ring(layer, weight_bytes):
         """The layer, and with --decode-cold enough copies of it for forward_ring."""
-        return [layer] + [copy.deepcopy(layer) for _ in range(cold_copies(weight_bytes) - 1)] \
+        layers = [layer] + [copy.deepcopy(layer) for _ in range(cold_copies(weight_bytes) - 1)] \
             if args.decode_cold else [layer]
+        return [on_huge_pages(d) for d in layers] if args.dense_huge_pages and isinstance(layer, torch.nn.Linear) \
+            else layers
 
     for shape in args.shapes.split(","):
         n_in, n_out = (int(v) for v in shape.split("x"))
@@ -187,13 +217,15 @@ def run_decode(args, base) -> None:
             for density in (float(v) for v in args.densities.split(",")):
                 layer = BlockSparseLinear(n_in, n_out, block_size=b, density=density, dtype=dtype)
                 sparse[b, density] = ring(layer, layer.weight.numel() * 2)
+                settle(sparse[b, density], torch.randn(1, n_in, dtype=dtype))
         for tokens in (int(v) for v in args.decode.split(",")):
             x = torch.randn(tokens, n_in, dtype=dtype)
             common = dict(base, op="decode", **{"in": n_in, "out": n_out, "tokens": tokens, "dtype": "bfloat16"})
             for (b, _), layers in sparse.items():
                 td, tl = paired_times(forward_ring(dense, x), forward_ring(layers, x), args.decode_repeats)
                 emit(dict(common, impl="torch_dense", block=b, density=1.0, **seconds(td), speedup=1.0,
-                          bytes_per_s=n_in * n_out * 2 / (td.median_ms / 1e3), cold=args.decode_cold))
+                          bytes_per_s=n_in * n_out * 2 / (td.median_ms / 1e3), cold=args.decode_cold,
+                          huge_pages=args.dense_huge_pages))
                 emit(dict(common, impl="trnsparse", block=b, density=layers[0].density, **seconds(tl),
                           speedup=td.median_ms / tl.median_ms,
                           bytes_per_s=layers[0].weight.numel() * 2 / (tl.median_ms / 1e3), cold=args.decode_cold))
@@ -216,6 +248,9 @@ def main() -> None:
     p.add_argument("--decode-cold", action="store_true",
                    help="decode with each call on the next of enough copies of the layer to fill twice the "
                         "last-level cache, so that both sides read their weights from memory")
+    p.add_argument("--dense-huge-pages", action="store_true",
+                   help="copy the dense decode layers' weights onto huge pages (the sparse ones move there "
+                        "themselves)")
     run(p.parse_args())
 
 

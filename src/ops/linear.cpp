@@ -10,6 +10,7 @@
 #include "dispatch/dispatch.hpp"
 #include "ops/run.hpp"
 #include "runtime/checks.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/parallel.hpp"
 #include "trnsparse/linear.hpp"
 #include "trnsparse/plan.hpp"
@@ -20,6 +21,11 @@ namespace {
 
 /// Columns per unit of the bias gradient: whole cache lines of every value type.
 constexpr index_t kBiasColumns = 256;
+
+/// Tokens up to which a forward reads each stored block once for all of them (the
+/// kernels' decode): the call is then a stream over W, whose pages set its pace
+/// (detail::collapse_streamed).
+constexpr index_t kStreamingTokens = 16;
 
 /// The bytes of W's stored blocks: what the forward and dX keep in L2, a piece's share
 /// each, while the tokens stream through.
@@ -49,6 +55,7 @@ void linear_forward(const BlockSparseWeight<const TA>& W, DenseView<const std::t
   detail::check_no_alias(X.data, detail::span_bytes(X), Y.data, detail::span_bytes(Y), who, "X", "Y");
   detail::check_no_alias(W.blocks, weight_bytes(W), Y.data, detail::span_bytes(Y), who, "W", "Y");
   if (Y.rows == 0 || Y.cols == 0) return;
+  if (X.rows <= kStreamingTokens) detail::collapse_streamed(W.blocks, weight_bytes(W));
   const auto p = plan(W.structure);
   const BsrStructure& s = *W.structure;
   auto prod = detail::bsr_product<TA, TY>(s, nullptr, nullptr, W.blocks, static_cast<index_t>(W.size()), X.rows,

@@ -32,6 +32,20 @@ inline void advise_huge_pages(const void* data, std::size_t bytes) noexcept {
     madvise(reinterpret_cast<void*>(aligned_first), aligned_last - aligned_first, MADV_HUGEPAGE);
 }
 
+/// Counts a stream over `bytes` at `data`, memory the library reads but does not own (a
+/// linear layer's weight in a decode), and on every kCollapseAfter-th stream of the range
+/// moves its whole 2 MiB pages onto huge pages (MADV_COLLAPSE, Linux 6.1). A stream over
+/// 4 KiB pages is slower, and a kernel that computes while it streams then leaves memory
+/// idle (docs/sparse_weights.md, "Huge pages"). Collapsing copies each page once, which
+/// costs about as long as a few hundred streams, so a range streamed a few times is left
+/// as it is; the later calls find the pages huge (about a microsecond), or collapse new
+/// memory that took the freed range's address. A range the kernel cannot collapse (older
+/// kernels, file mappings) is not asked again. The contents never change.
+void collapse_streamed(const void* data, std::size_t bytes) noexcept;
+
+/// Streams of a range after which collapse_streamed moves it onto huge pages.
+inline constexpr unsigned kCollapseAfter = 64;
+
 /// The same for a vector's reserved storage.
 template <class T>
 void advise_huge_pages(std::vector<T>& v) noexcept {

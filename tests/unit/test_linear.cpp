@@ -5,8 +5,11 @@
 // decode shapes of 1 to 16 tokens, strided operands, empty block rows, an empty
 // structure), and byte for byte across 1, 2 and 3 threads.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "dispatch/dispatch.hpp"
 #include "kernel_support.hpp"
 #include "kernels/cpu/tables.hpp"
+#include "runtime/huge_pages.hpp"
 #include "support.hpp"
 #include "trnsparse/linear.hpp"
 
@@ -315,6 +319,74 @@ TEST(KernelLinearAmx, AmxTablesOnAmxAlone) {
     EXPECT_NE(reinterpret_cast<const void*>((dispatch::bsr_kernels<float, float>().compute)),
               reinterpret_cast<const void*>(amx.compute));
   }
+}
+
+
+// ---- huge pages for a streamed weight --------------------------------------------------------
+
+/// The kB of huge pages backing the mapping that holds `p` (/proc/self/smaps).
+long huge_kb_at(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      return std::stol(line.substr(14));
+    }
+  }
+  return -1;
+}
+
+/// An anonymous private mapping, unmapped at the end of its scope.
+struct Mapping {
+  std::size_t bytes;
+  char* p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ~Mapping() { munmap(p, bytes); }
+};
+
+/// Whether this kernel collapses anonymous memory on request (Linux 6.1 and later, with
+/// transparent huge pages built in).
+bool kernel_collapses() {
+  const Mapping probe{std::size_t{4} << 20};
+  char* aligned = probe.p + ((std::uintptr_t{2} << 20) - reinterpret_cast<std::uintptr_t>(probe.p) % (2u << 20)) %
+                                (2u << 20);
+  std::memset(aligned, 1, std::size_t{2} << 20);
+  return madvise(aligned, std::size_t{2} << 20, 25 /* MADV_COLLAPSE */) == 0;
+}
+
+TEST(KernelLinearStreaming, ADecodedWeightMovesOntoHugePagesAfterRepeatedStreams) {
+  Rng rng(11);
+  // 8 MiB of fp32 blocks at an offset of one 4 KiB page into a fresh mapping: 3 whole
+  // 2 MiB pages inside, and the 2 the ends lie in.
+  const index_t out = 2048, in = 1024, b = 32;
+  const BsrMatrix<float> source = random_bsr<float>(rng, out, in, b, {1.0, 0.0, false, 0.0});
+  const std::span<const float> blocks = source.blocks();
+  const Mapping mapping{blocks.size_bytes() + (std::size_t{4} << 20)};
+  ASSERT_NE(mapping.p, MAP_FAILED);
+  auto* w = reinterpret_cast<float*>(mapping.p + 4096);
+  std::memcpy(w, blocks.data(), blocks.size_bytes());
+  const BlockSparseWeight<const float> W{source.structure_ptr(), w};
+  const Dense<float> X = random_dense<float>(rng, 1, in);
+  Dense<float> first(1, out), y(1, out);
+  linear_forward<float, float>(weight_of(source), X.view(), {}, first.view());
+  std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(mode_file, mode);
+  for (unsigned call = 1; call <= detail::kCollapseAfter; ++call) {
+    // Before the kCollapseAfter-th stream the weight stays on the pages it had (small
+    // ones, unless the system backs every mapping with huge pages).
+    if (call == detail::kCollapseAfter && mode.find("[always]") == std::string::npos) EXPECT_EQ(huge_kb_at(w), 0);
+    linear_forward<float, float>(W, X.view(), {}, y.view());
+    ASSERT_EQ(std::memcmp(y.values().data(), first.values().data(), y.values().size_bytes()), 0) << "call " << call;
+  }
+  EXPECT_EQ(std::memcmp(w, blocks.data(), blocks.size_bytes()), 0);  // the contents never change
+  if (!kernel_collapses()) GTEST_SKIP() << "this kernel does not collapse memory on request (MADV_COLLAPSE)";
+  EXPECT_GE(huge_kb_at(w), 3 * 2048);
 }
 
 }  // namespace
