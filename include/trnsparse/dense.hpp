@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trnsparse/error.hpp"
+#include "trnsparse/storage.hpp"
 #include "trnsparse/types.hpp"
 
 namespace trnsparse {
@@ -38,7 +39,12 @@ struct CacheLineAllocator {
   CacheLineAllocator() = default;
   template <class U>
   CacheLineAllocator(const CacheLineAllocator<U>& /*other*/) noexcept {}  // NOLINT(google-explicit-constructor)
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  /// Large arrays are advised huge pages before their first touch (advise_huge_pages).
+  T* allocate(std::size_t n) {
+    T* p = static_cast<T*>(::operator new(n * sizeof(T), kAlign));
+    advise_huge_pages(p, n * sizeof(T));
+    return p;
+  }
   void deallocate(T* p, std::size_t /*n*/) noexcept { ::operator delete(p, kAlign); }
   friend bool operator==(const CacheLineAllocator&, const CacheLineAllocator&) noexcept { return true; }
 };

@@ -22,6 +22,18 @@ namespace trnsparse::detail {
 /// copy runs on the library's threads, each faulting in the pages it writes.
 void copy_to_untouched(void* dst, const void* src, std::size_t bytes);
 
+/// Asks the kernel to back the whole 2 MiB pages of `bytes` at `data` with huge pages
+/// (advisory: ignored where unsupported). Before the first touch, so that a large array
+/// the library copies or fills is born on them: the products stream matrices faster from
+/// huge pages, and a fresh one faults once where 512 small ones would.
+void advise_huge_pages(const void* data, std::size_t bytes) noexcept;
+
+/// The same for a vector's reserved storage.
+template <class T, class A>
+void advise_huge_pages(const std::vector<T, A>& v) noexcept {
+  advise_huge_pages(v.data(), v.capacity() * sizeof(T));
+}
+
 /// Tags the constructors of matrices that take values the library wrote (a Storage).
 struct Written {};
 

@@ -64,11 +64,17 @@ DenseView<T> view_of(const DenseArg& a) {
   return DenseView<T>(reinterpret_cast<T*>(addr), rows, cols, std::max<index_t>(ld, 1));
 }
 
+/// A copy of the n elements at `addr`, on huge pages where it is large (a matrix's arrays
+/// stream faster from them).
 template <class T>
 std::vector<T> copy_of(std::uintptr_t addr, index_t n) {
   detail::check_nonnegative(n, "array length");
   const T* p = reinterpret_cast<const T*>(addr);
-  return std::vector<T>(p, p + n);
+  std::vector<T> v;
+  v.reserve(static_cast<std::size_t>(n));
+  detail::advise_huge_pages(v);  // before the copy's first touch
+  v.assign(p, p + n);
+  return v;
 }
 
 /// Whether the `n` elements at `addr` hold the bits of `a` (same length, same bytes).

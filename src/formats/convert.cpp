@@ -6,6 +6,7 @@
 
 #include "plan/pattern.hpp"
 #include "runtime/checks.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/value.hpp"
 
 namespace trnsparse {
@@ -15,7 +16,7 @@ namespace {
 using detail::above_threshold;
 using detail::ceil_div;
 
-std::vector<index_t> to_vector(std::span<const index_t> s) { return {s.begin(), s.end()}; }
+std::vector<index_t> to_vector(std::span<const index_t> s) { return detail::huge_copy(s, "convert: indices"); }
 
 /// Builds BSR from a per-block-row list of the block columns to store and a filler
 /// that writes the values of block row bi. `keep[bi]` must be sorted.
@@ -132,8 +133,8 @@ CsrMatrix<T> to_csr(const CooMatrix<T>& A) {
   std::vector<index_t> ptr = detail::make_vector<index_t>(detail::checked_add(A.rows(), 1, "to_csr: rows + 1"), "to_csr: row_ptr");
   for (index_t i : A.row_indices()) ++ptr[i + 1];
   for (index_t i = 0; i < A.rows(); ++i) ptr[i + 1] += ptr[i];
-  std::vector<index_t> next(ptr.begin(), ptr.end() - 1), idx(static_cast<std::size_t>(A.nnz()));
-  std::vector<T> vals(static_cast<std::size_t>(A.nnz()));
+  std::vector<index_t> next(ptr.begin(), ptr.end() - 1), idx = detail::make_vector<index_t>(A.nnz(), "to_csr: col_idx");
+  std::vector<T> vals = detail::make_vector<T>(A.nnz(), "to_csr: values");
   for (index_t p = 0; p < A.nnz(); ++p) {
     const index_t q = next[A.row_indices()[p]]++;
     idx[q] = A.col_indices()[p];
@@ -306,7 +307,7 @@ BsrMatrix<T> triangle(const BsrMatrix<T>& A, Triangle uplo) {
 
 template <Value To, Value From>
 static std::vector<To> cast_values(std::span<const From> v) {
-  std::vector<To> out(v.size());
+  std::vector<To> out = detail::make_vector<To>(static_cast<index_t>(v.size()), "cast: values");
   std::transform(v.begin(), v.end(), out.begin(), [](From x) { return detail::value_cast<To>(x); });
   return out;
 }

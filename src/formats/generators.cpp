@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/checks.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/value.hpp"
 
@@ -53,10 +54,9 @@ CsrMatrix<T> poisson3d_rows(index_t n, index_t first, index_t last) {
     throw InvalidArgument(detail::concat("poisson3d_rows: rows [", first, ", ", last, ") are not within [0, ", N, ")"));
   check_fits_in_memory("poisson3d", last - first, 7 * (last - first), sizeof(T));
   const index_t m = last - first;
-  std::vector<index_t> ptr(static_cast<std::size_t>(m) + 1, 0), idx;
-  std::vector<T> vals;
-  idx.reserve(static_cast<std::size_t>(7 * m));
-  vals.reserve(static_cast<std::size_t>(7 * m));
+  std::vector<index_t> ptr = detail::make_vector<index_t>(m + 1, "poisson3d: row_ptr");
+  std::vector<index_t> idx = detail::huge_reserved<index_t>(7 * m, "poisson3d: col_indices");
+  std::vector<T> vals = detail::huge_reserved<T>(7 * m, "poisson3d: values");
   // Row r = x + n*y + n*n*z; neighbours in ascending column order: -z, -y, -x, self, +x, +y, +z.
   const index_t stride[3] = {1, n, n * n};
   for (index_t r = first; r < last; ++r) {
@@ -96,10 +96,9 @@ CsrMatrix<T> convdiff3d(index_t n, double peclet) {
   // velocity v_d (all positive) adds c_d = peclet v_d to the diagonal and -c_d to the
   // upstream (-e_d) neighbour.
   const double c[3] = {peclet, 0.5 * peclet, 0.25 * peclet};
-  std::vector<index_t> ptr(static_cast<std::size_t>(N) + 1, 0), idx;
-  std::vector<T> vals;
-  idx.reserve(static_cast<std::size_t>(7 * N));
-  vals.reserve(static_cast<std::size_t>(7 * N));
+  std::vector<index_t> ptr = detail::make_vector<index_t>(N + 1, "convdiff3d: row_ptr");
+  std::vector<index_t> idx = detail::huge_reserved<index_t>(7 * N, "convdiff3d: col_indices");
+  std::vector<T> vals = detail::huge_reserved<T>(7 * N, "convdiff3d: values");
   const index_t stride[3] = {1, n, n * n};
   const T diagonal = detail::value_cast<T>(6.0 + c[0] + c[1] + c[2]);
   for (index_t r = 0; r < N; ++r) {
@@ -188,8 +187,11 @@ CsrMatrix<T> assemble_blocks(index_t m, index_t b, Neighbours neighbours, Block 
   for (index_t v = 0; v < nodes; ++v)
     if (keep(v)) number[static_cast<std::size_t>(v)] = kept++;
   const index_t rows = detail::checked_mul(kept, b, "generator: rows");
-  std::vector<index_t> ptr(static_cast<std::size_t>(rows) + 1, 0), idx;
-  std::vector<T> vals;
+  // At most 27 neighbours a node (grid_neighbours), b entries each a row.
+  const index_t most = detail::checked_mul(rows, 27 * b, "generator: entries");
+  std::vector<index_t> ptr = detail::make_vector<index_t>(rows + 1, "generator: row_ptr");
+  std::vector<index_t> idx = detail::huge_reserved<index_t>(most, "generator: col_indices");
+  std::vector<T> vals = detail::huge_reserved<T>(most, "generator: values");
   std::vector<index_t> nbrs;
   std::vector<double> blk(static_cast<std::size_t>(b * b));
   std::vector<std::vector<double>> row_blocks;

@@ -89,7 +89,7 @@ Filtered<TC> filter(const BsrStructure& c, std::span<const TC> vals, double tol)
   const auto ptr = c.block_row_ptr();
   const auto idx = c.block_col_indices();
   Filtered<TC> f;
-  f.ptr = detail::huge_vector<index_t>(c.block_rows() + 1, "multiply: row pointers");
+  f.ptr = detail::make_vector<index_t>(c.block_rows() + 1, "multiply: row pointers");
   f.idx = detail::huge_reserved<index_t>(c.n_blocks(), "multiply: column indices");
   f.vals = detail::huge_reserved<TC>(c.n_blocks() * bb, "multiply: values");
   for (index_t i = 0; i < c.block_rows(); ++i) {

@@ -69,7 +69,7 @@ SymmetricChunks symmetric_chunks(index_t n, std::span<const index_t> ptr, std::s
 std::vector<std::int32_t> compact_indices(index_t cols, std::span<const index_t> idx) {
   if (cols > std::numeric_limits<std::int32_t>::max() || idx.empty()) return {};
   // Huge pages: 4 bytes an entry faulted in 4 KiB at a time cost more than the copy.
-  std::vector<std::int32_t> out = huge_vector<std::int32_t>(static_cast<index_t>(idx.size()), "csr: 32-bit column indices");
+  std::vector<std::int32_t> out = make_vector<std::int32_t>(static_cast<index_t>(idx.size()), "csr: 32-bit column indices");
   const index_t nnz = static_cast<index_t>(idx.size());
   const int parts = parts_for(nnz, work_ns(Work::stream, static_cast<double>(nnz)));
   parallel_parts(parts, [&](int t) {

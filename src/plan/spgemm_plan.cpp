@@ -325,7 +325,7 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   const auto n_pieces = static_cast<index_t>(pieces.size()) - 1;
   // One pass: each thread appends the columns of the rows it does to its own buffer,
   // and C's column indices are gathered from the buffers, piece by piece, at the end.
-  std::vector<index_t> ptr = detail::huge_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
+  std::vector<index_t> ptr = detail::make_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
   left_repeats_ = detail::repeated_rows(v.L);
   right_repeats_ = v.R.idx == v.L.idx ? left_repeats_ : detail::repeated_rows(v.R);
   // C's width decides the marks (symbolic_row): under 64 columns, R's rows as words.

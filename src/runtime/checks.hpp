@@ -40,11 +40,26 @@ auto allocating(index_t n, const char* what, F&& allocate) {
   throw OverflowError(concat(what, ": ", n, " elements do not fit in memory"));
 }
 
-/// A vector of n value-initialised elements; OverflowError naming `what` when n does not
-/// fit in memory.
+/// An empty vector with room for n elements, advised huge pages before its first touch
+/// (advise_huge_pages); OverflowError naming `what` when they do not fit in memory.
+template <class T>
+std::vector<T> huge_reserved(index_t n, const char* what) {
+  std::vector<T> v = allocating(n, what, [&] {
+    std::vector<T> r;
+    r.reserve(static_cast<std::size_t>(n));
+    return r;
+  });
+  advise_huge_pages(v);
+  return v;
+}
+
+/// A vector of n value-initialised elements, on huge pages where it is large;
+/// OverflowError naming `what` when n does not fit in memory.
 template <class T>
 std::vector<T> make_vector(index_t n, const char* what) {
-  return allocating(n, what, [&] { return std::vector<T>(static_cast<std::size_t>(n)); });
+  std::vector<T> v = huge_reserved<T>(n, what);
+  v.resize(static_cast<std::size_t>(n));
+  return v;
 }
 
 /// Throws InvalidArgument unless `threshold >= 0` (NaN fails).

@@ -1,5 +1,6 @@
-// huge_pages.hpp's collapse_streamed: memory the library streams but does not own, moved
-// onto huge pages once it has been streamed often enough to repay the move.
+// storage.hpp's advise_huge_pages (arrays advised before their first touch) and
+// huge_pages.hpp's collapse_streamed (memory already touched, moved onto huge pages once
+// it has been streamed often enough to repay the move).
 #include "runtime/huge_pages.hpp"
 
 #include <sys/mman.h>
@@ -25,6 +26,14 @@ constexpr std::size_t kCounted = 4096;
 constexpr unsigned kRefused = std::numeric_limits<unsigned>::max();
 
 }  // namespace
+
+void advise_huge_pages(const void* data, std::size_t bytes) noexcept {
+  const auto first = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t aligned_first = (first + kHugePage - 1) / kHugePage * kHugePage;
+  const std::uintptr_t aligned_last = (first + bytes) / kHugePage * kHugePage;
+  if (aligned_first < aligned_last)
+    madvise(reinterpret_cast<void*>(aligned_first), aligned_last - aligned_first, MADV_HUGEPAGE);
+}
 
 void collapse_streamed(const void* data, std::size_t bytes) noexcept {
   const auto first = reinterpret_cast<std::uintptr_t>(data);

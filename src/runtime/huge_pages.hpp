@@ -1,11 +1,11 @@
 // Internal: large arrays backed by huge pages. The first touch of a fresh 4 KiB page
 // costs tens of microseconds on the virtual machines we run on, so a 100 MB array takes
-// longer to fault in than a product takes to fill it; 2 MiB pages cut the faults 512-fold.
-// std::vector storage is advised before its first touch: reserved (untouched), advised,
-// then filled.
+// longer to fault in than a product takes to fill it; 2 MiB pages cut the faults 512-fold,
+// and a stream over them runs faster. The library's vectors are advised before their
+// first touch (make_vector, huge_reserved in runtime/checks.hpp; Dense's allocator);
+// here: untouched storage and copies on huge pages, and memory that others allocated,
+// moved onto huge pages once it has been streamed often (collapse_streamed).
 #pragma once
-
-#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -20,58 +20,20 @@
 
 namespace trnsparse::detail {
 
-/// Asks the kernel to back the whole 2 MiB pages of `bytes` at `data` with huge pages
-/// (advisory: ignored where unsupported).
-inline void advise_huge_pages(const void* data, std::size_t bytes) noexcept {
-  constexpr std::uintptr_t huge_page = std::uintptr_t{2} << 20;
-  const auto first = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t last = first + bytes;
-  const std::uintptr_t aligned_first = (first + huge_page - 1) / huge_page * huge_page;
-  const std::uintptr_t aligned_last = last / huge_page * huge_page;
-  if (aligned_first < aligned_last)
-    madvise(reinterpret_cast<void*>(aligned_first), aligned_last - aligned_first, MADV_HUGEPAGE);
-}
-
-/// Counts a stream over `bytes` at `data`, memory the library reads but does not own (a
-/// linear layer's weight in a decode), and on every kCollapseAfter-th stream of the range
-/// moves its whole 2 MiB pages onto huge pages (MADV_COLLAPSE, Linux 6.1). A stream over
-/// 4 KiB pages is slower, and a kernel that computes while it streams then leaves memory
-/// idle (docs/sparse_weights.md, "Huge pages"). Collapsing copies each page once, which
-/// costs about as long as a few hundred streams, so a range streamed a few times is left
-/// as it is; the later calls find the pages huge (about a microsecond), or collapse new
-/// memory that took the freed range's address. A range the kernel cannot collapse (older
+/// Counts a stream over `bytes` at `data`, memory the library reads but did not allocate
+/// (a linear layer's weight in a decode: a torch tensor, on 4 KiB pages unless its
+/// allocator advised otherwise), and on every kCollapseAfter-th stream of the range moves
+/// its whole 2 MiB pages onto huge pages (MADV_COLLAPSE, Linux 6.1). A stream over 4 KiB
+/// pages is slower, and a kernel that computes while it streams then leaves memory idle
+/// (docs/sparse_weights.md, "Huge pages"). Collapsing copies each page once, which costs
+/// about as long as a few hundred streams, so a range streamed a few times is left as it
+/// is; the later calls find the pages huge (about a microsecond), or collapse new memory
+/// that took the freed range's address. A range the kernel cannot collapse (older
 /// kernels, file mappings) is not asked again. The contents never change.
 void collapse_streamed(const void* data, std::size_t bytes) noexcept;
 
 /// Streams of a range after which collapse_streamed moves it onto huge pages.
 inline constexpr unsigned kCollapseAfter = 64;
-
-/// The same for a vector's reserved storage.
-template <class T>
-void advise_huge_pages(std::vector<T>& v) noexcept {
-  advise_huge_pages(v.data(), v.capacity() * sizeof(T));
-}
-
-/// An empty vector with room for n elements, advised huge pages; OverflowError naming
-/// `what` when they do not fit in memory.
-template <class T>
-std::vector<T> huge_reserved(index_t n, const char* what) {
-  std::vector<T> v = allocating(n, what, [&] {
-    std::vector<T> r;
-    r.reserve(static_cast<std::size_t>(n));
-    return r;
-  });
-  advise_huge_pages(v);
-  return v;
-}
-
-/// make_vector on huge pages: n value-initialised elements.
-template <class T>
-std::vector<T> huge_vector(index_t n, const char* what) {
-  std::vector<T> v = huge_reserved<T>(n, what);
-  v.resize(static_cast<std::size_t>(n));
-  return v;
-}
 
 /// Storage for n elements on huge pages, left unwritten (acquire_array): the caller's
 /// first writes fault in what is fresh, on the threads that make them rather than in one

@@ -60,7 +60,7 @@ Setup check_options(index_t rows, index_t cols, index_t input_block, const AmgOp
   const DenseView<const T>& ns = o.near_nullspace;
   if (ns.rows == 0 && ns.cols == 0) {  // one constant per unknown of a node
     s.k = s.b;
-    s.B = detail::huge_vector<double>(rows * s.k, "amg: near-nullspace");
+    s.B = detail::make_vector<double>(rows * s.k, "amg: near-nullspace");
     for (index_t i = 0; i < rows; ++i) s.B[i * s.k + i % s.b] = 1.0;
   } else {
     if (ns.rows != rows)
@@ -70,7 +70,7 @@ Setup check_options(index_t rows, index_t cols, index_t input_block, const AmgOp
       throw InvalidArgument("amg: options.near_nullspace has 0 columns, expected k >= 1 near-nullspace vectors");
     if (ns.data == nullptr && rows > 0) throw InvalidArgument("amg: options.near_nullspace has no data");
     s.k = ns.cols;
-    s.B = detail::huge_vector<double>(rows * s.k, "amg: near-nullspace");
+    s.B = detail::make_vector<double>(rows * s.k, "amg: near-nullspace");
     for (index_t i = 0; i < rows; ++i)
       for (index_t j = 0; j < s.k; ++j) {
         const T v = ns(i, j);
@@ -131,7 +131,7 @@ struct Amg<T>::Impl {
     for (auto* v : {&w.b, &w.x, &w.r, &w.d}) v->resize(nl);
     for (std::size_t l = 0; l < nl; ++l) {
       const index_t nl_rows = levels[l].A.rows();
-      for (auto* v : {&w.b, &w.x, &w.r, &w.d}) (*v)[l] = detail::huge_vector<T>(nl_rows, "amg: cycle vectors");
+      for (auto* v : {&w.b, &w.x, &w.r, &w.d}) (*v)[l] = detail::make_vector<T>(nl_rows, "amg: cycle vectors");
     }
     w.dense.resize(static_cast<std::size_t>(coarse.n));
   }

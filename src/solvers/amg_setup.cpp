@@ -111,7 +111,7 @@ BsrMatrix<T> reblock(std::span<const index_t> ptr, std::span<const index_t> idx,
       }
     std::sort(sc.list.begin(), sc.list.end());
   };
-  std::vector<index_t> optr = detail::huge_vector<index_t>(out_rows + 1, "amg: level 0 blocks");
+  std::vector<index_t> optr = detail::make_vector<index_t>(out_rows + 1, "amg: level 0 blocks");
   detail::UnitRanges ranges;
   detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
     for (index_t I = c * chunk; I < std::min(out_rows, (c + 1) * chunk); ++I) {
@@ -120,8 +120,8 @@ BsrMatrix<T> reblock(std::span<const index_t> ptr, std::span<const index_t> idx,
     }
   });
   for (index_t I = 0; I < out_rows; ++I) optr[I + 1] += optr[I];
-  std::vector<index_t> oidx = detail::huge_vector<index_t>(optr[out_rows], "amg: level 0 blocks");
-  std::vector<T> ov = detail::huge_vector<T>(optr[out_rows] * gg, "amg: level 0 blocks");
+  std::vector<index_t> oidx = detail::make_vector<index_t>(optr[out_rows], "amg: level 0 blocks");
+  std::vector<T> ov = detail::make_vector<T>(optr[out_rows] * gg, "amg: level 0 blocks");
   for (auto& sc : scratch) std::fill(sc.mark.begin(), sc.mark.end(), -1);
   detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
     Scratch& sc = scratch[t];
@@ -178,7 +178,7 @@ BsrMatrix<T> reblock_csr(const CsrMatrix<T>& A, index_t g_rt) {
     }
     std::sort(sc.list.begin(), sc.list.end());
   };
-  std::vector<index_t> optr = detail::huge_vector<index_t>(nb + 1, "amg: level 0 blocks");
+  std::vector<index_t> optr = detail::make_vector<index_t>(nb + 1, "amg: level 0 blocks");
   detail::UnitRanges ranges;
   detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
     for (index_t I = c * chunk; I < std::min(nb, (c + 1) * chunk); ++I) {
@@ -187,8 +187,8 @@ BsrMatrix<T> reblock_csr(const CsrMatrix<T>& A, index_t g_rt) {
     }
   });
   for (index_t I = 0; I < nb; ++I) optr[I + 1] += optr[I];
-  std::vector<index_t> oidx = detail::huge_vector<index_t>(optr[nb], "amg: level 0 blocks");
-  std::vector<T> ov = detail::huge_vector<T>(optr[nb] * gg, "amg: level 0 blocks");
+  std::vector<index_t> oidx = detail::make_vector<index_t>(optr[nb], "amg: level 0 blocks");
+  std::vector<T> ov = detail::make_vector<T>(optr[nb] * gg, "amg: level 0 blocks");
   for (auto& sc : scratch) std::fill(sc.mark.begin(), sc.mark.end(), -1);
   detail::parallel_for(parts, chunks, ranges, [&](int t, index_t c) {
     Scratch& sc = scratch[t];
@@ -212,7 +212,7 @@ BsrMatrix<T> reblock_csr(const CsrMatrix<T>& A, index_t g_rt) {
 template <SolverValue T>
 std::vector<T> diagonal(const Mat<T>& A) {
   const index_t g = A.g(), n = A.rows(), br = n / g;
-  std::vector<T> d = detail::huge_vector<T>(n, "amg: diagonal");
+  std::vector<T> d = detail::make_vector<T>(n, "amg: diagonal");
   const auto ptr = A.ptr();
   const auto idx = A.idx();
   const auto v = A.vals();
@@ -348,7 +348,7 @@ Graph strength(const Mat<T>& A, index_t node, double theta) {
     return s;
   };
   // Node diagonals ||A_II||_F.
-  std::vector<double> dn = detail::huge_vector<double>(nodes, "amg: strength");
+  std::vector<double> dn = detail::make_vector<double>(nodes, "amg: strength");
   for_chunks(nodes, kChunkRows, ns, [&](index_t i0, index_t i1) {
     for (index_t I = i0; I < i1; ++I) {
       double s = 0.0;
@@ -359,9 +359,9 @@ Graph strength(const Mat<T>& A, index_t node, double theta) {
     }
   });
   Graph G;
-  G.start = detail::huge_vector<index_t>(nodes, "amg: strength");
-  G.count = detail::huge_vector<std::int32_t>(nodes, "amg: strength");
-  G.idx = detail::huge_vector<std::int32_t>(ptr.back(), "amg: strength");
+  G.start = detail::make_vector<index_t>(nodes, "amg: strength");
+  G.count = detail::make_vector<std::int32_t>(nodes, "amg: strength");
+  G.idx = detail::make_vector<std::int32_t>(ptr.back(), "amg: strength");
   for (index_t I = 0; I < nodes; ++I) G.start[I] = ptr[I * m];
   const double t2 = theta * theta;
   if (m == 1) {
@@ -429,14 +429,14 @@ template <class Nbrs>
 std::int32_t aggregate(const Nbrs& G, int distance, std::vector<std::int32_t>& agg) {
   const index_t nodes = G.nodes();
   constexpr std::int32_t kFree = -1;
-  agg = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
+  agg = detail::make_vector<std::int32_t>(nodes, "amg: aggregates");
   std::fill(agg.begin(), agg.end(), kFree);
   // Paths of length 2 from the current candidate (distance 2 only), reset after it.
   constexpr std::int32_t kMember = -(1 << 20);
   std::vector<std::int32_t> paths;
   List<index_t> reached;
   if (distance == 2) {
-    paths = detail::huge_vector<std::int32_t>(nodes, "amg: aggregates");
+    paths = detail::make_vector<std::int32_t>(nodes, "amg: aggregates");
     // A candidate reaches at most (largest degree)² nodes over two steps.
     const index_t deg = G.max_degree();
     reached.reserve(deg > 0 && deg < nodes / deg ? deg * deg : nodes);
@@ -517,9 +517,9 @@ Mat<T> tentative(const std::vector<std::int32_t>& agg, std::int32_t n_agg, index
     const auto agg_of = [&](index_t i) { return agg[node == 1 ? i : i / node]; };
     for (index_t i = 0; i < rows; ++i) Bc[agg_of(i)] += B[i] * B[i];
     for (double& r : Bc) r = std::sqrt(r);
-    std::vector<index_t> ptr = detail::huge_vector<index_t>(rows + 1, "amg: tentative prolongator"),
-                         idx = detail::huge_vector<index_t>(rows, "amg: tentative prolongator");
-    std::vector<T> vals = detail::huge_vector<T>(rows, "amg: tentative prolongator");
+    std::vector<index_t> ptr = detail::make_vector<index_t>(rows + 1, "amg: tentative prolongator"),
+                         idx = detail::make_vector<index_t>(rows, "amg: tentative prolongator");
+    std::vector<T> vals = detail::make_vector<T>(rows, "amg: tentative prolongator");
     for_chunks(rows, kChunkRows, detail::work_ns(detail::Work::stream, 4.0 * static_cast<double>(rows)),
                [&](index_t i0, index_t i1) {
                  for (index_t i = i0; i < i1; ++i) {
@@ -532,8 +532,8 @@ Mat<T> tentative(const std::vector<std::int32_t>& agg, std::int32_t n_agg, index
     return Mat<T>::own(CsrMatrix<T>(rows, n_agg, std::move(ptr), std::move(idx), std::move(vals)));
   }
   // Nodes of each aggregate in node order (a counting sort).
-  std::vector<index_t> aptr = detail::huge_vector<index_t>(n_agg + 1, "amg: aggregates"),
-                       anodes = detail::huge_vector<index_t>(nodes, "amg: aggregates");
+  std::vector<index_t> aptr = detail::make_vector<index_t>(n_agg + 1, "amg: aggregates"),
+                       anodes = detail::make_vector<index_t>(nodes, "amg: aggregates");
   for (const auto a : agg) ++aptr[a + 1];
   std::partial_sum(aptr.begin(), aptr.end(), aptr.begin());
   {
@@ -542,10 +542,10 @@ Mat<T> tentative(const std::vector<std::int32_t>& agg, std::int32_t n_agg, index
   }
   index_t largest = 0;
   for (std::int32_t a = 0; a < n_agg; ++a) largest = std::max(largest, aptr[a + 1] - aptr[a]);
-  std::vector<index_t> ptr = detail::huge_vector<index_t>(rows / g + 1, "amg: tentative prolongator"),
-                       idx = detail::huge_vector<index_t>(rows / g * kb, "amg: tentative prolongator");
+  std::vector<index_t> ptr = detail::make_vector<index_t>(rows / g + 1, "amg: tentative prolongator"),
+                       idx = detail::make_vector<index_t>(rows / g * kb, "amg: tentative prolongator");
   for (index_t br = 0; br <= rows / g; ++br) ptr[br] = br * kb;
-  std::vector<T> vals = detail::huge_vector<T>(rows * k, "amg: tentative prolongator");
+  std::vector<T> vals = detail::make_vector<T>(rows * k, "amg: tentative prolongator");
   Bc.assign(static_cast<std::size_t>(n_agg * k * k), 0.0);
   const double ns = detail::work_ns(detail::Work::stream, 4.0 * static_cast<double>(rows * k * k));
   const index_t chunk = 64;
@@ -663,8 +663,8 @@ double lanczos_lmax(const Mat<T>& A, const std::vector<T>& d, const std::vector<
   const index_t n = A.rows();
   if (n == 0) return 1.0;
   const double gamma = gershgorin(A, dinv);
-  std::vector<T> v = detail::huge_vector<T>(n, "amg: Lanczos"), vprev = detail::huge_vector<T>(n, "amg: Lanczos"),
-                 y = detail::huge_vector<T>(n, "amg: Lanczos");
+  std::vector<T> v = detail::make_vector<T>(n, "amg: Lanczos"), vprev = detail::make_vector<T>(n, "amg: Lanczos"),
+                 y = detail::make_vector<T>(n, "amg: Lanczos");
   detail::SplitMix64 rng{0x5eed};
   double vv = 0.0;
   for (index_t i = 0; i < n; ++i) {
@@ -798,7 +798,7 @@ Mat<T> smooth_g(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, c
     }
     std::sort(sc.list.begin(), sc.list.end());
   };
-  std::vector<index_t> pptr = detail::huge_vector<index_t>(brows + 1, "amg: prolongator");
+  std::vector<index_t> pptr = detail::make_vector<index_t>(brows + 1, "amg: prolongator");
   detail::parallel_for(parts, chunks, [&](int t, index_t c) {
     Scratch& sc = scratch[t];
     prepare(sc);
@@ -808,8 +808,8 @@ Mat<T> smooth_g(const Mat<T>& A, const std::vector<T>& dinv, const Mat<T>& Pt, c
     }
   });
   for (index_t I = 0; I < brows; ++I) pptr[I + 1] += pptr[I];
-  std::vector<index_t> pidx = detail::huge_vector<index_t>(pptr[brows], "amg: prolongator");
-  std::vector<T> pv = detail::huge_vector<T>(pptr[brows] * gg, "amg: prolongator");
+  std::vector<index_t> pidx = detail::make_vector<index_t>(pptr[brows], "amg: prolongator");
+  std::vector<T> pv = detail::make_vector<T>(pptr[brows] * gg, "amg: prolongator");
   for (auto& sc : scratch) std::fill(sc.mark.begin(), sc.mark.end(), -1);
   detail::parallel_for(parts, chunks, [&](int t, index_t c) {
     Scratch& sc = scratch[t];
@@ -952,7 +952,7 @@ void product_pass(bool values, index_t rows, index_t g_rt, ARow a_row, const ind
 template <class V>
 void ensure(V& v, index_t n, const char* what) {
   if (static_cast<index_t>(v.size()) >= n) return;
-  if (static_cast<index_t>(v.capacity()) < n) v = detail::huge_vector<typename V::value_type>(n + n / 4, what);
+  if (static_cast<index_t>(v.capacity()) < n) v = detail::make_vector<typename V::value_type>(n + n / 4, what);
   else v.resize(static_cast<std::size_t>(n));
 }
 
@@ -994,7 +994,7 @@ Blocks<T, I> galerkin_upper(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
 
   std::vector<ProductScratch<T, I>> scratch;
   index_t stamp = 0;
-  std::vector<I> loc = detail::huge_vector<I>(nf, "amg: Galerkin product");  // fine row -> band row of A·P
+  std::vector<I> loc = detail::make_vector<I>(nf, "amg: Galerkin product");  // fine row -> band row of A·P
   std::fill(loc.begin(), loc.end(), I(-1));
   std::vector<I> rows, rcol;      // the band's rows of A·P (fine rows); R's columns as band rows
   std::vector<index_t> ap_ptr;    // the band's A·P
@@ -1003,7 +1003,7 @@ Blocks<T, I> galerkin_upper(const Mat<T>& P, const Mat<T>& R, const Mat<T>& A) {
   Blocks<T, I> U;
   U.rows = U.cols = nc;
   U.g = g;
-  U.ptr = detail::huge_vector<index_t>(nc + 1, "amg: coarse operator");
+  U.ptr = detail::make_vector<index_t>(nc + 1, "amg: coarse operator");
   for (index_t band = 0; band < bands; ++band) {
     const index_t c0 = nc * band / bands, c1 = nc * (band + 1) / bands;
     const index_t r0 = rptr[c0], r1 = rptr[c1];
@@ -1085,7 +1085,7 @@ Blocks<T> symmetric_from_upper(const Blocks<T, I>& U) {
   const auto first = [&](int t) { return n * t / parts; };
   std::vector<std::vector<index_t>> at(static_cast<std::size_t>(parts));
   detail::parallel_parts(parts, [&](int t) {
-    at[t] = detail::huge_vector<index_t>(n, "amg: coarse operator");
+    at[t] = detail::make_vector<index_t>(n, "amg: coarse operator");
     for (index_t p = U.ptr[first(t)]; p < U.ptr[first(t + 1)]; ++p) ++at[t][U.idx[p]];
   });
   // at[t][c] counts U's blocks (r, c) of range t, the diagonal ones too: those are not
@@ -1094,7 +1094,7 @@ Blocks<T> symmetric_from_upper(const Blocks<T, I>& U) {
   Blocks<T> C;
   C.rows = C.cols = n;
   C.g = g;
-  C.ptr = detail::huge_vector<index_t>(n + 1, "amg: coarse operator");
+  C.ptr = detail::make_vector<index_t>(n + 1, "amg: coarse operator");
   std::vector<index_t> lower_start(static_cast<std::size_t>(n));
   index_t o = 0;
   for (index_t c = 0; c < n; ++c) {
@@ -1110,8 +1110,8 @@ Blocks<T> symmetric_from_upper(const Blocks<T, I>& U) {
     o += U.ptr[c + 1] - U.ptr[c];
   }
   C.ptr[n] = o;
-  C.idx = detail::huge_vector<index_t>(o, "amg: coarse operator");
-  C.vals = detail::huge_vector<T>(o * gg, "amg: coarse operator");
+  C.idx = detail::make_vector<index_t>(o, "amg: coarse operator");
+  C.vals = detail::make_vector<T>(o * gg, "amg: coarse operator");
   detail::parallel_parts(parts, [&](int t) {
     std::vector<index_t>& fill = at[t];
     for (index_t r = first(t); r < first(t + 1); ++r) {
@@ -1168,14 +1168,14 @@ Mat<T> transpose_of(const Mat<T>& P) {
   const auto first = [&](int t) { return rows * t / parts; };
   std::vector<std::vector<index_t>> at(static_cast<std::size_t>(parts));
   detail::parallel_parts(parts, [&](int t) {
-    at[t] = detail::huge_vector<index_t>(cols, "amg: restriction");
+    at[t] = detail::make_vector<index_t>(cols, "amg: restriction");
     for (index_t p = ptr[first(t)]; p < ptr[first(t + 1)]; ++p) ++at[t][idx[p]];
   });
   Blocks<T> R;
   R.rows = cols;
   R.cols = rows;
   R.g = g;
-  R.ptr = detail::huge_vector<index_t>(cols + 1, "amg: restriction");
+  R.ptr = detail::make_vector<index_t>(cols + 1, "amg: restriction");
   index_t o = 0;
   for (index_t c = 0; c < cols; ++c) {
     R.ptr[c] = o;
@@ -1186,8 +1186,8 @@ Mat<T> transpose_of(const Mat<T>& P) {
     }
   }
   R.ptr[cols] = o;
-  R.idx = detail::huge_vector<index_t>(o, "amg: restriction");
-  R.vals = detail::huge_vector<T>(o * gg, "amg: restriction");
+  R.idx = detail::make_vector<index_t>(o, "amg: restriction");
+  R.vals = detail::make_vector<T>(o * gg, "amg: restriction");
   detail::parallel_parts(parts, [&](int t) {
     std::vector<index_t>& fill = at[t];
     for (index_t i = first(t); i < first(t + 1); ++i)
@@ -1330,7 +1330,7 @@ void build(std::vector<Level<T>>& levels, Coarse& coarse, std::vector<double> B,
     Level<T>& L = levels[l];
     const index_t n = L.A.rows();
     const std::vector<T> d = diagonal(L.A);
-    L.dinv = detail::huge_vector<T>(n, "amg: inverse diagonal");
+    L.dinv = detail::make_vector<T>(n, "amg: inverse diagonal");
     for (index_t i = 0; i < n; ++i) {
       if (d[i] == T(0)) continue;  // a decoupled coarse unknown (see tentative)
       if (!(d[i] > T(0)) || !std::isfinite(d[i]))

@@ -100,8 +100,8 @@ struct IncompleteFactorization<T>::Impl {
   template <class Rows>
   void build(Rows& rows, double entries) {
     const bool ilu = kind == Kind::ilu0;
-    std::vector<index_t> lp = detail::huge_vector<index_t>(n + 1, "incomplete factorisation: L"),
-                         up = detail::huge_vector<index_t>(n + 1, "incomplete factorisation: U");
+    std::vector<index_t> lp = detail::make_vector<index_t>(n + 1, "incomplete factorisation: L"),
+                         up = detail::make_vector<index_t>(n + 1, "incomplete factorisation: U");
     // Row counts (lp[i + 1], up[i + 1]), block by block; a missing diagonal is an error.
     per_block(entries, [&](index_t k) {
       const index_t r0 = bounds[k], r1 = bounds[k + 1];
@@ -122,8 +122,8 @@ struct IncompleteFactorization<T>::Impl {
       up[i + 1] += up[i];
     }
     const index_t nl = lp[n], nu = ilu ? up[n] : nl;
-    std::vector<index_t> li = detail::huge_vector<index_t>(nl, "incomplete factorisation: L"),
-                         ui = detail::huge_vector<index_t>(nu, "incomplete factorisation: U");
+    std::vector<index_t> li = detail::make_vector<index_t>(nl, "incomplete factorisation: L"),
+                         ui = detail::make_vector<index_t>(nu, "incomplete factorisation: U");
     per_block(static_cast<double>(nl + nu), [&](index_t k) {
       const index_t r0 = bounds[k], r1 = bounds[k + 1];
       // The next free entry of row i in L and in U.
@@ -147,7 +147,7 @@ struct IncompleteFactorization<T>::Impl {
       // Lᵀ by a counting sort on the columns: rows of U in ascending column order.
       for (const index_t j : li) ++up[static_cast<std::size_t>(j) + 1];
       for (index_t j = 0; j < n; ++j) up[j + 1] += up[j];
-      upper_src = detail::huge_vector<index_t>(nl, "incomplete factorisation: U");
+      upper_src = detail::make_vector<index_t>(nl, "incomplete factorisation: U");
       std::vector<index_t> at(up.begin(), up.end() - 1);
       for (index_t i = 0; i < n; ++i)
         for (index_t e = lp[i]; e < lp[i + 1]; ++e) {
@@ -156,10 +156,10 @@ struct IncompleteFactorization<T>::Impl {
           upper_src[q] = e;
         }
     }
-    lower = CsrMatrix<T>(n, n, std::move(lp), std::move(li), detail::huge_vector<T>(nl, "incomplete factorisation: L"));
-    upper = CsrMatrix<T>(n, n, std::move(up), std::move(ui), detail::huge_vector<T>(nu, "incomplete factorisation: U"));
-    w = detail::huge_vector<double>(ilu ? nl - n + nu : nl, "incomplete factorisation: values");
-    pos = detail::huge_vector<index_t>(n, "incomplete factorisation: columns of a row");
+    lower = CsrMatrix<T>(n, n, std::move(lp), std::move(li), detail::make_vector<T>(nl, "incomplete factorisation: L"));
+    upper = CsrMatrix<T>(n, n, std::move(up), std::move(ui), detail::make_vector<T>(nu, "incomplete factorisation: U"));
+    w = detail::make_vector<double>(ilu ? nl - n + nu : nl, "incomplete factorisation: values");
+    pos = detail::make_vector<index_t>(n, "incomplete factorisation: columns of a row");
     std::fill(pos.begin(), pos.end(), index_t{-1});
     lower_solve.emplace(lower, Triangle::lower, ilu ? Diagonal::unit : Diagonal::non_unit);
     upper_solve.emplace(upper, Triangle::upper, Diagonal::non_unit);

@@ -69,10 +69,10 @@ struct TriangularSolver<T>::Impl {
   std::vector<std::int32_t> split_columns;
 
   void schedule() {
-    diagonal = detail::huge_vector<index_t>(nb, "sptrsv: diagonal");
+    diagonal = detail::make_vector<index_t>(nb, "sptrsv: diagonal");
     std::fill(diagonal.begin(), diagonal.end(), index_t{-1});
-    edge = detail::huge_vector<index_t>(nb, "sptrsv: triangle bounds");
-    std::vector<index_t> level = detail::huge_vector<index_t>(nb, "sptrsv: levels");
+    edge = detail::make_vector<index_t>(nb, "sptrsv: triangle bounds");
+    std::vector<index_t> level = detail::make_vector<index_t>(nb, "sptrsv: levels");
     index_t depth = 0;
     const auto visit = [&](index_t i) {
       index_t l = 0, below = ptr[i];
@@ -99,7 +99,7 @@ struct TriangularSolver<T>::Impl {
           static_cast<double>((ptr[i + 1] - ptr[i]) * b * b + b);
     }
     for (index_t l = 0; l < depth; ++l) level_ptr[l + 1] += level_ptr[l];
-    order = detail::huge_vector<index_t>(nb, "sptrsv: schedule");
+    order = detail::make_vector<index_t>(nb, "sptrsv: schedule");
     std::vector<index_t> at(level_ptr.begin(), level_ptr.end() - 1);
     for (index_t i = 0; i < nb; ++i) order[static_cast<std::size_t>(at[static_cast<std::size_t>(level[i])]++)] = i;
     find_segments();
