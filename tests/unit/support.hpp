@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <optional>
 #include <random>
@@ -102,6 +103,22 @@ inline std::uint64_t base_seed() {
     return parsed;
   }();
   return seed;
+}
+
+/// The text after `field` (e.g. "AnonHugePages:", "VmFlags:") in /proc/self/smaps for the
+/// mapping that holds `p`; empty if there is none.
+inline std::string smaps_field(const void* p, std::string_view field) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= at && at < hi;
+    else if (inside && line.starts_with(field)) return line.substr(field.size());
+  }
+  return {};
 }
 
 /// 64-bit FNV-1a: mixes a test's name into its seed, so a test draws the same numbers

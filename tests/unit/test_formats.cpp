@@ -18,6 +18,7 @@
 
 #include "kernel_support.hpp"
 #include "runtime/blocks.hpp"
+#include "runtime/checks.hpp"
 #include "support.hpp"
 
 namespace trnsparse::test {
@@ -392,6 +393,32 @@ TEST(BsrStructure, LargeBlocksAreKeptForTheNextArrayOfTheirSize) {
     });
   for (std::thread& t : threads) t.join();
   EXPECT_TRUE(intact.load());
+}
+
+// Large arrays the library allocates are advised huge pages before their first touch:
+// their mappings carry the kernel's "hg" flag (MADV_HUGEPAGE) from the first whole
+// 2 MiB page on, whether or not huge pages were free to back them.
+TEST(BsrStructure, LargeArraysTheLibraryAllocatesAreAdvisedHugePages) {
+  const auto advised = [](const void* data) {
+    const auto first = reinterpret_cast<std::uintptr_t>(data);
+    const std::uintptr_t huge = std::uintptr_t{2} << 20;
+    const std::string flags = smaps_field(reinterpret_cast<const void*>((first + huge - 1) / huge * huge), "VmFlags:");
+    return (" " + flags + " ").find(" hg ") != std::string::npos;
+  };
+  const index_t n = index_t{3} << 20;  // 24 MiB of doubles
+  EXPECT_TRUE(advised(detail::make_vector<double>(n, "test").data()));
+  EXPECT_TRUE(advised(Dense<double>(n, 1).values().data()));
+  const CsrMatrix<double> A = poisson3d<double>(64);  // 1.8 M entries: 14 MiB of values
+  EXPECT_TRUE(advised(A.values().data()));
+  EXPECT_TRUE(advised(A.col_indices().data()));
+  const CsrMatrix<float> B = cast<float>(A);
+  EXPECT_TRUE(advised(B.values().data()));
+  EXPECT_TRUE(advised(B.col_indices().data()));
+#if !defined(__SANITIZE_ADDRESS__)  // its allocator may hand back memory advised before
+  // The caller's own vector is left as its allocator made it.
+  std::vector<double> own(static_cast<std::size_t>(n), 1.0);
+  EXPECT_FALSE(advised(own.data()));
+#endif
 }
 
 TEST(BsrStructure, LargeCopiesAreExactOnAnyThreadCount) {

@@ -9,7 +9,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -324,22 +323,10 @@ TEST(KernelLinearAmx, AmxTablesOnAmxAlone) {
 
 // ---- huge pages for a streamed weight --------------------------------------------------------
 
-/// The kB of huge pages backing the mapping that holds `p` (/proc/self/smaps).
+/// The kB of huge pages backing the mapping that holds `p`.
 long huge_kb_at(const void* p) {
-  std::ifstream smaps("/proc/self/smaps");
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    std::uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
-      inside = lo <= at && at < hi;
-    } else if (inside && line.rfind("AnonHugePages:", 0) == 0) {
-      return std::stol(line.substr(14));
-    }
-  }
-  return -1;
+  const std::string kb = smaps_field(p, "AnonHugePages:");
+  return kb.empty() ? -1 : std::stol(kb);
 }
 
 /// An anonymous private mapping, unmapped at the end of its scope.
