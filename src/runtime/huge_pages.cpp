@@ -25,21 +25,27 @@ constexpr std::size_t kCounted = 4096;
 /// The count of a range the kernel would not collapse.
 constexpr unsigned kRefused = std::numeric_limits<unsigned>::max();
 
+/// The whole huge pages of `bytes` at `first`: [aligned_first, aligned_last).
+struct WholePages {
+  std::uintptr_t first, aligned_first, aligned_last;
+  WholePages(const void* data, std::size_t bytes)
+      : first(reinterpret_cast<std::uintptr_t>(data)),
+        aligned_first((first + kHugePage - 1) / kHugePage * kHugePage),
+        aligned_last((first + bytes) / kHugePage * kHugePage) {}
+  [[nodiscard]] bool empty() const { return aligned_first >= aligned_last; }
+};
+
 }  // namespace
 
 void advise_huge_pages(const void* data, std::size_t bytes) noexcept {
-  const auto first = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t aligned_first = (first + kHugePage - 1) / kHugePage * kHugePage;
-  const std::uintptr_t aligned_last = (first + bytes) / kHugePage * kHugePage;
-  if (aligned_first < aligned_last)
-    madvise(reinterpret_cast<void*>(aligned_first), aligned_last - aligned_first, MADV_HUGEPAGE);
+  const WholePages w(data, bytes);
+  if (!w.empty()) madvise(reinterpret_cast<void*>(w.aligned_first), w.aligned_last - w.aligned_first, MADV_HUGEPAGE);
 }
 
 void collapse_streamed(const void* data, std::size_t bytes) noexcept {
-  const auto first = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t aligned_first = (first + kHugePage - 1) / kHugePage * kHugePage;
-  const std::uintptr_t aligned_last = (first + bytes) / kHugePage * kHugePage;
-  if (aligned_first >= aligned_last) return;
+  const WholePages w(data, bytes);
+  if (w.empty()) return;
+  const auto [first, aligned_first, aligned_last] = w;
   // The start's low 21 bits are zero, so they hold the page count (below 2^21: 4 TiB).
   const std::uintptr_t key = aligned_first | ((aligned_last - aligned_first) / kHugePage);
   static std::mutex mutex;
