@@ -10,6 +10,7 @@
 #include "plan/csr_analysis.hpp"
 #include "runtime/parallel.hpp"
 #include "runtime/checks.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/workspace.hpp"
 #include "trnsparse/plan.hpp"
 #include "trnsparse/ops.hpp"
@@ -57,12 +58,23 @@ void csr_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, const TA* B, index_t l
               detail::analyses(A).compact(A.cols(), A.col_indices()), A.values(), B, ldb, k, beta, C, ldc);
 }
 
+/// An SpMV streams x and y beside the matrix, and every stream has to be on huge pages
+/// for the product to run faster on them (docs/benchmarks.md, "SpMV and CSR products"):
+/// the caller's vectors move there once they have been streamed often
+/// (detail::collapse_streamed); the library's own are born there.
+template <class X, class Y>
+void collapse_vectors(std::span<X> x, std::span<Y> y) {
+  detail::collapse_streamed(x.data(), x.size_bytes());
+  detail::collapse_streamed(y.data(), y.size_bytes());
+}
+
 }  // namespace
 
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv(acc_t<TA> alpha, const CsrMatrix<TA>& A, std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta,
           std::span<TY> y) {
   check_spmv("spmv", A.rows(), A.cols(), x, y);
+  collapse_vectors(x, y);
   csr_product(alpha, A, x.data(), 1, 1, beta, y.data(), 1);
 }
 
@@ -70,6 +82,7 @@ template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv(acc_t<TA> alpha, const BsrMatrix<TA>& A, std::span<const std::type_identity_t<TA>> x, acc_t<TA> beta,
           std::span<TY> y) {
   check_spmv("spmv", A.rows(), A.cols(), x, y);
+  collapse_vectors(x, y);
   const auto as_column = [](auto* p, std::size_t n) {
     return DenseView<std::remove_pointer_t<decltype(p)>>(p, static_cast<index_t>(n), 1, 1);
   };
@@ -145,12 +158,14 @@ void symmetric_product(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, s
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv_symmetric(acc_t<TA> alpha, const CsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x,
                     acc_t<TA> beta, std::span<TY> y) {
+  collapse_vectors(x, y);
   symmetric_product(alpha, A, uplo, x, beta, y, nullptr);
 }
 
 template <Value TA, class TY> requires OutputFor<TA, TY>
 void spmv_symmetric(acc_t<TA> alpha, const BsrMatrix<TA>& A, Triangle uplo, std::span<const std::type_identity_t<TA>> x,
                     acc_t<TA> beta, std::span<TY> y) {
+  collapse_vectors(x, y);
   plan(A)->spmv_symmetric(alpha, A, uplo, x, beta, y);
 }
 

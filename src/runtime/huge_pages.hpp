@@ -21,8 +21,8 @@
 namespace trnsparse::detail {
 
 /// Counts a stream over `bytes` at `data`, memory the library reads but did not allocate
-/// (a linear layer's weight in a decode: a torch tensor, on 4 KiB pages unless its
-/// allocator advised otherwise), and on every kCollapseAfter-th stream of the range moves
+/// (a linear layer's weight in a decode, an SpMV's x and y: a torch tensor or a
+/// std::vector, on 4 KiB pages unless its allocator advised otherwise), and on every kCollapseAfter-th stream of the range moves
 /// its whole 2 MiB pages onto huge pages (MADV_COLLAPSE, Linux 6.1). A stream over 4 KiB
 /// pages is slower, and a kernel that computes while it streams then leaves memory idle
 /// (docs/sparse_weights.md, "Huge pages"). Collapsing copies each page once, which costs

@@ -7,6 +7,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <bit>
@@ -119,6 +120,29 @@ inline std::string smaps_field(const void* p, std::string_view field) {
     else if (inside && line.starts_with(field)) return line.substr(field.size());
   }
   return {};
+}
+
+/// The kB of huge pages backing the mapping that holds `p`.
+inline long huge_kb_at(const void* p) {
+  const std::string kb = smaps_field(p, "AnonHugePages:");
+  return kb.empty() ? -1 : std::stol(kb);
+}
+
+/// An anonymous private mapping, unmapped at the end of its scope.
+struct Mapping {
+  std::size_t bytes;
+  char* p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ~Mapping() { munmap(p, bytes); }
+};
+
+/// Whether this kernel collapses anonymous memory on request (Linux 6.1 and later, with
+/// transparent huge pages built in).
+inline bool kernel_collapses() {
+  const Mapping probe{std::size_t{4} << 20};
+  char* aligned = probe.p + ((std::uintptr_t{2} << 20) - reinterpret_cast<std::uintptr_t>(probe.p) % (2u << 20)) %
+                                (2u << 20);
+  std::memset(aligned, 1, std::size_t{2} << 20);
+  return madvise(aligned, std::size_t{2} << 20, 25 /* MADV_COLLAPSE */) == 0;
 }
 
 /// 64-bit FNV-1a: mixes a test's name into its seed, so a test draws the same numbers

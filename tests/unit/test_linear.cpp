@@ -5,10 +5,8 @@
 // decode shapes of 1 to 16 tokens, strided operands, empty block rows, an empty
 // structure), and byte for byte across 1, 2 and 3 threads.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -322,29 +320,6 @@ TEST(KernelLinearAmx, AmxTablesOnAmxAlone) {
 
 
 // ---- huge pages for a streamed weight --------------------------------------------------------
-
-/// The kB of huge pages backing the mapping that holds `p`.
-long huge_kb_at(const void* p) {
-  const std::string kb = smaps_field(p, "AnonHugePages:");
-  return kb.empty() ? -1 : std::stol(kb);
-}
-
-/// An anonymous private mapping, unmapped at the end of its scope.
-struct Mapping {
-  std::size_t bytes;
-  char* p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ~Mapping() { munmap(p, bytes); }
-};
-
-/// Whether this kernel collapses anonymous memory on request (Linux 6.1 and later, with
-/// transparent huge pages built in).
-bool kernel_collapses() {
-  const Mapping probe{std::size_t{4} << 20};
-  char* aligned = probe.p + ((std::uintptr_t{2} << 20) - reinterpret_cast<std::uintptr_t>(probe.p) % (2u << 20)) %
-                                (2u << 20);
-  std::memset(aligned, 1, std::size_t{2} << 20);
-  return madvise(aligned, std::size_t{2} << 20, 25 /* MADV_COLLAPSE */) == 0;
-}
 
 TEST(KernelLinearStreaming, ADecodedWeightMovesOntoHugePagesAfterRepeatedStreams) {
   Rng rng(11);

@@ -3,6 +3,7 @@
 // sizes; plus the generators of generators.hpp.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <span>
@@ -484,6 +485,31 @@ TYPED_TEST(Generators, RandomCsrIsDeterministicAndHasTheRequestedDensity) {
   for (const double bad : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()})
     EXPECT_THROW(random_csr<T>(rows, cols, bad, seed), InvalidArgument) << bad;
   EXPECT_THROW(random_csr<T>(-1, cols, 0.5, seed), InvalidArgument);
+}
+
+
+// ---- huge pages for a caller's vectors ---------------------------------------------------
+
+// x and y of a caller's own, on 4 KiB pages, move onto huge pages at the 64th SpMV that
+// streams them (detail::collapse_streamed); the products stay the same bits throughout.
+TEST(SpmvStreaming, ACallersVectorsMoveOntoHugePagesAfterRepeatedProducts) {
+  const CsrMatrix<double> A = poisson3d<double>(100);  // 10^6 rows: x and y of 8 MB
+  const auto n = static_cast<std::size_t>(A.rows());
+  const Mapping x_map{n * sizeof(double) + (std::size_t{4} << 20)}, y_map{x_map.bytes};
+  ASSERT_NE(x_map.p, MAP_FAILED);
+  ASSERT_NE(y_map.p, MAP_FAILED);
+  auto* x = reinterpret_cast<double*>(x_map.p + 4096);  // off a 2 MiB boundary
+  auto* y = reinterpret_cast<double*>(y_map.p + 4096);
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<double>(i % 7) - 3.0;
+  std::vector<double> expected(n);
+  spmv(1.0, A, std::span<const double>(x, n), 0.0, std::span<double>(expected));
+  for (unsigned call = 1; call <= 64; ++call) {
+    spmv(1.0, A, std::span<const double>(x, n), 0.0, std::span<double>(y, n));
+    ASSERT_EQ(std::memcmp(y, expected.data(), n * sizeof(double)), 0) << "call " << call;
+  }
+  if (!kernel_collapses()) GTEST_SKIP() << "this kernel does not collapse memory on request (MADV_COLLAPSE)";
+  EXPECT_GE(huge_kb_at(x), 2048);
+  EXPECT_GE(huge_kb_at(y), 2048);
 }
 
 }  // namespace
