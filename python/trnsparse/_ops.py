@@ -162,7 +162,7 @@ def spmv(A, x, alpha: float = 1.0, y=None, beta: float = 0.0) -> torch.Tensor:
     if _needs_grad(stored, x) or (y is not None and _needs_grad(y)):
         out = _SparseDenseProduct.apply(stored, x.unsqueeze(1), A, _spmm_product(A, alpha), _spmm_gradient(alpha))[:, 0]
         return out if y is None else out + beta * y
-    out = torch.empty(A.shape[0], dtype=A.dtype) if y is None else y.clone(memory_format=torch.contiguous_format)
+    out = empty((A.shape[0],), A.dtype, who) if y is None else y.clone(memory_format=torch.contiguous_format)
     _core.spmv(alpha, A._handle(), dense_arg(x), beta if y is not None else 0.0, dense_arg(out))
     return out
 
@@ -206,7 +206,7 @@ def spmv_symmetric(A, x, alpha: float = 1.0, uplo: str = "upper") -> torch.Tenso
     x = dense_operand(x, A.dtype, 1, who, "x")
     if x.shape[0] != A.shape[1]:
         raise ShapeError(f"{who}: A is {_shape_str(A)} but x has {x.shape[0]} entries")
-    out = torch.empty(A.shape[0], dtype=A.dtype)
+    out = empty((A.shape[0],), A.dtype, who)
     _core.spmv_symmetric(float(alpha), A._handle(), upper, dense_arg(x), 0.0, dense_arg(out))
     return out
 
