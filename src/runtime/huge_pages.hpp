@@ -22,14 +22,15 @@ namespace trnsparse::detail {
 
 /// Counts a stream over `bytes` at `data`, memory the library reads but did not allocate
 /// (a linear layer's weight in a decode, an SpMV's x and y: a torch tensor or a
-/// std::vector, on 4 KiB pages unless its allocator advised otherwise), and on every kCollapseAfter-th stream of the range moves
-/// its whole 2 MiB pages onto huge pages (MADV_COLLAPSE, Linux 6.1). A stream over 4 KiB
-/// pages is slower, and a kernel that computes while it streams then leaves memory idle
-/// (docs/sparse_weights.md, "Huge pages"). Collapsing copies each page once, which costs
-/// about as long as a few hundred streams, so a range streamed a few times is left as it
-/// is; the later calls find the pages huge (about a microsecond), or collapse new memory
-/// that took the freed range's address. A range the kernel cannot collapse (older
-/// kernels, file mappings) is not asked again. The contents never change.
+/// std::vector, on 4 KiB pages unless its allocator advised otherwise), and on every
+/// kCollapseAfter-th stream of the range moves its whole 2 MiB pages onto huge pages
+/// (MADV_COLLAPSE, Linux 6.1). A stream over 4 KiB pages is slower, and a kernel that
+/// computes while it streams then leaves memory idle (docs/sparse_weights.md, "Huge
+/// pages"). Collapsing copies each page once, which costs about as long as a few hundred
+/// streams, so a range streamed a few times is left as it is; the later calls find the
+/// pages huge (about a microsecond), or collapse new memory that took the freed range's
+/// address. A range the kernel cannot collapse (older kernels, file mappings) is not
+/// asked again. The contents never change.
 void collapse_streamed(const void* data, std::size_t bytes) noexcept;
 
 /// Streams of a range after which collapse_streamed moves it onto huge pages.

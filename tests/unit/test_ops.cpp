@@ -487,7 +487,6 @@ TYPED_TEST(Generators, RandomCsrIsDeterministicAndHasTheRequestedDensity) {
   EXPECT_THROW(random_csr<T>(-1, cols, 0.5, seed), InvalidArgument);
 }
 
-
 // ---- huge pages for a caller's vectors ---------------------------------------------------
 
 // x and y of a caller's own, on 4 KiB pages, move onto huge pages at the 64th SpMV that
