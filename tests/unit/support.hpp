@@ -135,6 +135,16 @@ struct Mapping {
   ~Mapping() { munmap(p, bytes); }
 };
 
+/// Whether this kernel takes huge-page advice and says so in /proc/self/smaps (the
+/// mapping's VmFlags carry "hg" after MADV_HUGEPAGE).
+inline bool kernel_shows_advice() {
+  const Mapping probe{std::size_t{4} << 20};
+  char* aligned = probe.p + ((std::uintptr_t{2} << 20) - reinterpret_cast<std::uintptr_t>(probe.p) % (2u << 20)) %
+                                (2u << 20);
+  if (madvise(aligned, std::size_t{2} << 20, MADV_HUGEPAGE) != 0) return false;
+  return (" " + smaps_field(aligned, "VmFlags:") + " ").find(" hg ") != std::string::npos;
+}
+
 /// Whether this kernel collapses anonymous memory on request (Linux 6.1 and later, with
 /// transparent huge pages built in).
 inline bool kernel_collapses() {

@@ -341,8 +341,8 @@ TEST(KernelLinearStreaming, ADecodedWeightMovesOntoHugePagesAfterRepeatedStreams
   std::getline(mode_file, mode);
   for (unsigned call = 1; call <= detail::kCollapseAfter; ++call) {
     // Before the kCollapseAfter-th stream the weight stays on the pages it had (small
-    // ones, unless the system backs every mapping with huge pages).
-    if (call == detail::kCollapseAfter && mode.find("[always]") == std::string::npos) EXPECT_EQ(huge_kb_at(w), 0);
+    // ones, unless the system backs every mapping with huge pages; -1: smaps does not say).
+    if (call == detail::kCollapseAfter && mode.find("[always]") == std::string::npos) EXPECT_LE(huge_kb_at(w), 0);
     linear_forward<float, float>(W, X.view(), {}, y.view());
     ASSERT_EQ(std::memcmp(y.values().data(), first.values().data(), y.values().size_bytes()), 0) << "call " << call;
   }
