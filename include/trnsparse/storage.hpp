@@ -18,8 +18,9 @@
 
 namespace trnsparse::detail {
 
-/// Copies `bytes` bytes from `src` to `dst`, memory nothing has written yet: a large
-/// copy runs on the library's threads, each faulting in the pages it writes.
+/// Copies `bytes` bytes from `src` to `dst`, memory nothing has written yet (from
+/// acquire_block, which advised fresh memory huge pages): a large copy runs on the
+/// library's threads, each faulting in the pages it writes.
 void copy_to_untouched(void* dst, const void* src, std::size_t bytes);
 
 /// Asks the kernel to back the whole 2 MiB pages of `bytes` at `data` with huge pages
@@ -39,7 +40,7 @@ struct Written {};
 
 /// `bytes` of 64-byte aligned memory for an array the caller fills (a product's result,
 /// a solver's basis): a block released recently to release_block when one of its size
-/// class is there (its pages already faulted in), else fresh memory.
+/// class is there (its pages already faulted in), else fresh memory advised huge pages.
 /// @throw std::bad_alloc
 void* acquire_block(std::size_t bytes);
 /// Gives back `p` (null: nothing), acquired with the same `bytes`.

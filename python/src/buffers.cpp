@@ -82,7 +82,7 @@ class BufferPool {
     if (aligned > start) munmap(raw, aligned - start);
     const std::uintptr_t end = start + span, used_end = aligned + mapped;
     if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
-    madvise(reinterpret_cast<void*>(aligned), mapped, MADV_HUGEPAGE);  // advisory
+    detail::advise_huge_pages(reinterpret_cast<void*>(aligned), mapped);
     return reinterpret_cast<void*>(aligned);
   }
 

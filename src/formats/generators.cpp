@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "runtime/checks.hpp"
-#include "runtime/huge_pages.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/value.hpp"
 

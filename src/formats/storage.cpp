@@ -5,14 +5,12 @@
 #include <cstddef>
 #include <cstring>
 
-#include "runtime/huge_pages.hpp"
 #include "runtime/parallel.hpp"
 
 namespace trnsparse::detail {
 
 void copy_to_untouched(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
-  advise_huge_pages(dst, bytes);
   // Units of a huge page's size: far more work than a unit's scheduling costs.
   constexpr std::size_t kPage = std::size_t{2} << 20;
   const auto pages = static_cast<index_t>((bytes + kPage - 1) / kPage);

@@ -145,7 +145,11 @@ private:
 }  // namespace
 
 void* acquire_block(std::size_t bytes) {
-  if (!kRecycle || bytes < kRecycledBytes) return ::operator new(bytes == 0 ? 1 : bytes, kAlign);
+  if (!kRecycle || bytes < kRecycledBytes) {
+    void* p = ::operator new(bytes == 0 ? 1 : bytes, kAlign);
+    advise_huge_pages(p, bytes);
+    return p;
+  }
   const std::size_t size = size_class(bytes);
   if (void* p = Kept::kept().take(size)) return p;
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

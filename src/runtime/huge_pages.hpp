@@ -41,9 +41,7 @@ inline constexpr unsigned kCollapseAfter = 64;
 /// serial fill. OverflowError naming `what` when they do not fit in memory.
 template <class T>
 Block<T> huge_untouched(index_t n, const char* what) {
-  Block<T> p = allocating(n, what, [&] { return acquire_array<T>(static_cast<std::size_t>(n)); });
-  advise_huge_pages(p.get(), static_cast<std::size_t>(n) * sizeof(T));
-  return p;
+  return allocating(n, what, [&] { return acquire_array<T>(static_cast<std::size_t>(n)); });
 }
 
 /// A copy of `src` on huge pages.

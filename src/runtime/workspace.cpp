@@ -1,7 +1,5 @@
 #include "runtime/workspace.hpp"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <memory>
 
@@ -31,7 +29,7 @@ std::byte* thread_workspace(std::size_t bytes, Workspace slot) {
   if (huge) want = (want + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(huge ? kHugePage : 64, want);
   if (!p) throw OverflowError(concat("workspace: ", want, " bytes do not fit in memory"));
-  if (huge) madvise(p, want, MADV_HUGEPAGE);  // advisory: ignored where unsupported
+  if (huge) advise_huge_pages(p, want);
   buffer.reset(static_cast<std::byte*>(p));
   capacity = want;
   return buffer.get();
