@@ -135,24 +135,35 @@ struct Mapping {
   ~Mapping() { munmap(p, bytes); }
 };
 
-/// Whether this kernel takes huge-page advice and says so in /proc/self/smaps (the
-/// mapping's VmFlags carry "hg" after MADV_HUGEPAGE).
+inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
+
+/// The first 2 MiB boundary at or after `p`.
+template <class T>
+T* first_huge_page(T* p) {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  return reinterpret_cast<T*>((at + huge_page_bytes - 1) / huge_page_bytes * huge_page_bytes);
+}
+
+/// Whether the mapping that holds `p` carries huge-page advice (VmFlags "hg", set by
+/// MADV_HUGEPAGE).
+inline bool advised_at(const void* p) {
+  return (" " + smaps_field(p, "VmFlags:") + " ").find(" hg ") != std::string::npos;
+}
+
+/// Whether this kernel takes huge-page advice and says so in /proc/self/smaps.
 inline bool kernel_shows_advice() {
-  const Mapping probe{std::size_t{4} << 20};
-  char* aligned = probe.p + ((std::uintptr_t{2} << 20) - reinterpret_cast<std::uintptr_t>(probe.p) % (2u << 20)) %
-                                (2u << 20);
-  if (madvise(aligned, std::size_t{2} << 20, MADV_HUGEPAGE) != 0) return false;
-  return (" " + smaps_field(aligned, "VmFlags:") + " ").find(" hg ") != std::string::npos;
+  const Mapping probe{2 * huge_page_bytes};
+  char* page = first_huge_page(probe.p);
+  return madvise(page, huge_page_bytes, MADV_HUGEPAGE) == 0 && advised_at(page);
 }
 
 /// Whether this kernel collapses anonymous memory on request (Linux 6.1 and later, with
 /// transparent huge pages built in).
 inline bool kernel_collapses() {
-  const Mapping probe{std::size_t{4} << 20};
-  char* aligned = probe.p + ((std::uintptr_t{2} << 20) - reinterpret_cast<std::uintptr_t>(probe.p) % (2u << 20)) %
-                                (2u << 20);
-  std::memset(aligned, 1, std::size_t{2} << 20);
-  return madvise(aligned, std::size_t{2} << 20, 25 /* MADV_COLLAPSE */) == 0;
+  const Mapping probe{2 * huge_page_bytes};
+  char* page = first_huge_page(probe.p);
+  std::memset(page, 1, huge_page_bytes);
+  return madvise(page, huge_page_bytes, 25 /* MADV_COLLAPSE */) == 0;
 }
 
 /// 64-bit FNV-1a: mixes a test's name into its seed, so a test draws the same numbers

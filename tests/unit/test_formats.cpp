@@ -400,12 +400,7 @@ TEST(BsrStructure, LargeBlocksAreKeptForTheNextArrayOfTheirSize) {
 // 2 MiB page on, whether or not huge pages were free to back them.
 TEST(BsrStructure, LargeArraysTheLibraryAllocatesAreAdvisedHugePages) {
   if (!kernel_shows_advice()) GTEST_SKIP() << "this kernel takes no huge-page advice, or smaps does not show it";
-  const auto advised = [](const void* data) {
-    const auto first = reinterpret_cast<std::uintptr_t>(data);
-    const std::uintptr_t huge = std::uintptr_t{2} << 20;
-    const std::string flags = smaps_field(reinterpret_cast<const void*>((first + huge - 1) / huge * huge), "VmFlags:");
-    return (" " + flags + " ").find(" hg ") != std::string::npos;
-  };
+  const auto advised = [](const void* data) { return advised_at(first_huge_page(data)); };
   const index_t n = index_t{3} << 20;  // 24 MiB of doubles
   EXPECT_TRUE(advised(detail::make_vector<double>(n, "test").data()));
   EXPECT_TRUE(advised(Dense<double>(n, 1).values().data()));
