@@ -160,6 +160,11 @@ const kernels::SpgemmKernels<TA, TC>& spgemm_kernels() {
                  &cpu::avx2::spgemm_kernels<TA, TC>, &cpu::avx512::spgemm_kernels<TA, TC>>();
 }
 
+const kernels::SpgemmRowColumns& spgemm_row_columns() {
+  static const kernels::SpgemmRowColumns none{0, nullptr}, avx512 = cpu::avx512::spgemm_row_columns();
+  return pick(none, none, avx512, avx512, avx512);
+}
+
 #define TRNSPARSE_INSTANTIATE(TA, TY)                                                         \
   template const kernels::BsrKernels<TA, TY>& bsr_kernels<TA, TY>();                          \
   template const kernels::SymmetricKernels<TA, TY>& symmetric_kernels<TA, TY>();              \

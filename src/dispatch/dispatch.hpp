@@ -42,5 +42,8 @@ const kernels::AttentionKernels<T>& attention_kernels();
 /// (TA, TC) in {(float, float), (double, double), (bf16, float)}.
 template <class TA, class TC>
 const kernels::SpgemmKernels<TA, TC>& spgemm_kernels();
+/// The symbolic phase's short rows: AVX-512's on AVX-512 ISAs, none (a null `columns`)
+/// on the others.
+const kernels::SpgemmRowColumns& spgemm_row_columns();
 
 }  // namespace trnsparse::dispatch

@@ -3,6 +3,9 @@
 // symbolic phase (which entries C has) is index work only and lives with the plan
 // (plan/spgemm_plan.cpp); a kernel fills the values of a structure it is given.
 //
+// One kernel reaches into the symbolic phase: the columns of a row of few products
+// (SpgemmRowColumns), sorted in registers where the ISA has a way without branches.
+//
 // Both operands are seen as compressed rows: the left one, L, over C's rows and the
 // right one, R, over C's columns. A transposed operand is its transposed view (BscView:
 // rows of Lᵀ are columns of L) with `perm` mapping a position of the view to the stored
@@ -55,6 +58,20 @@ struct SpgemmProduct {
   TC* c_vals;
   bool sampled;
   double skip;  // used only with L.norms and R.norms
+};
+
+/// The symbolic phase's rows of few block products, where marking columns in memory and
+/// reading the marks back (plan/spgemm_plan.cpp) costs a mispredicted branch for about
+/// every entry of L's row and every group of C's columns it touches.
+struct SpgemmRowColumns {
+  /// Rows of at most this many block products (Σ of R's row lengths over L's row).
+  index_t max_products;
+  /// Writes the distinct columns of R's rows l_idx[q] for q in [q0, q1) to `out` in
+  /// ascending order and returns their number; null on an ISA without the kernel. The rows hold at most max_products
+  /// columns, each below 2^31 - 1; out has room for max_products + 16 (past the columns
+  /// written it is scratch).
+  index_t (*columns)(const index_t* l_idx, index_t q0, index_t q1, const index_t* r_ptr, const index_t* r_idx,
+                     index_t* out) noexcept;
 };
 
 template <class TA, class TC>

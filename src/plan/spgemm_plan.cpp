@@ -9,6 +9,7 @@
 #include <list>
 #include <mutex>
 
+#include "dispatch/dispatch.hpp"
 #include "plan/csr_analysis.hpp"
 #include "plan/spgemm_symbolic.hpp"
 #include "runtime/checks.hpp"
@@ -114,13 +115,15 @@ std::vector<std::uint8_t> repeated_rows(const RowsView& v) {
   return repeats;
 }
 
-/// The symbolic phase's view of C = L·R: both operands, their repeated rows and, when C
-/// has fewer than 64 columns, R's rows as the bits of a word each (r_masks; else null).
+/// The symbolic phase's view of C = L·R: both operands, their repeated rows, when C has
+/// fewer than 64 columns R's rows as the bits of a word each (r_masks; else null), and
+/// the ISA's kernel for rows of few products.
 struct SymbolicOperands {
   RowsView L, R;
   const std::uint8_t* l_repeats;
   const std::uint8_t* r_repeats;
   const std::uint64_t* r_masks;
+  const kernels::SpgemmRowColumns& short_rows;
 };
 
 /// Row k of `v`'s columns (all below 64) as the bits of a word, for each row.
@@ -249,8 +252,9 @@ inline index_t* write_group(std::uint64_t bits, index_t g, index_t* dst) {
 }
 
 /// Appends row i's sorted, distinct columns to `m.out`; returns their number. The row
-/// reaches at most `products` columns. A column is marked by a store of its byte, with no
-/// load before it: a read-modify-write of a word of bits makes each column wait for the
+/// reaches at most `products` columns. A row of C that has 64 columns or more and few
+/// products goes to the ISA's kernel (op.short_rows), which sorts them in registers. Else
+/// a column is marked by a store of its byte, with no load before it: a read-modify-write of a word of bits makes each column wait for the
 /// store of the one before in the same word, and a test of whether it was seen mispredicts
 /// on scattered rows. The marks are read back a group of 64 at a time, in order of the
 /// groups the row touched, which are kept by the size of C:
@@ -263,6 +267,12 @@ inline index_t* write_group(std::uint64_t bits, index_t g, index_t* dst) {
 ///   with almost every column, both predict), and the list sorted.
 index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, SymbolicScratch& m) {
   const auto n_groups = static_cast<index_t>(m.groups.size());
+  if (n_groups > 1 && op.short_rows.columns && products <= op.short_rows.max_products) {
+    index_t* const at = m.out.room(op.short_rows.max_products + 16);
+    const index_t n = op.short_rows.columns(op.L.idx, op.L.ptr[i], op.L.ptr[i + 1], op.R.ptr, op.R.idx, at);
+    m.out.commit(at + n);
+    return n;
+  }
   // At most min(products, columns) distinct columns, and as many groups as columns.
   const index_t most = std::min(products, n_groups * 64);
   index_t* const start = m.out.room(most);
@@ -330,7 +340,8 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   right_repeats_ = v.R.idx == v.L.idx ? left_repeats_ : detail::repeated_rows(v.R);
   // C's width decides the marks (symbolic_row): under 64 columns, R's rows as words.
   const std::vector<std::uint64_t> r_masks = v.block_cols < 64 ? detail::row_masks(v.R) : std::vector<std::uint64_t>{};
-  const detail::SymbolicOperands op{v.L, v.R, left_repeats_.data(), right_repeats_.data(), r_masks.data()};
+  const detail::SymbolicOperands op{v.L, v.R, left_repeats_.data(), right_repeats_.data(), r_masks.data(),
+                                    dispatch::spgemm_row_columns()};
   std::vector<detail::SymbolicScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(parts));
   for (int t = 0; t < parts; ++t) scratch.emplace_back(v.block_cols);

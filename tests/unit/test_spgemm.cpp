@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "dispatch/dispatch.hpp"
 #include "kernel_support.hpp"
 #include "kernels/reference/spgemm.hpp"
 #include "ops/spgemm.hpp"
@@ -302,9 +303,10 @@ CsrMatrix<double> repeated_rows(Rng& rng, index_t rows, index_t cols, double den
 }
 
 // The symbolic phase reads one row of each run of equal rows, copies C's rows for runs
-// in A, and reads rows back from its column marks or sorts them (rows spanning many
-// columns): every path, on 1 to 3 threads (pieces starting inside runs), against the
-// structural product and the dense product.
+// in A, reads rows back from its column marks or sorts them (rows spanning many
+// columns), and passes rows of few products to the ISA's kernel: every path, on each
+// ISA and 1 to 3 threads (pieces starting inside runs), against the structural product
+// and the dense product.
 TEST(Spgemm, RepeatedAndScatteredRowsGiveTheStructuralProduct) {
   const RuntimeGuard guard;
   Rng rng(7);
@@ -336,15 +338,69 @@ TEST(Spgemm, RepeatedAndScatteredRowsGiveTheStructuralProduct) {
     SCOPED_TRACE(c.name);
     const Pattern want = structural_product(csr_pattern_of(c.A), csr_pattern_of(c.B));
     const Reference ref = reference_gemm(1.0, wide(dense_of(c.A)), wide(dense_of(c.B)), 0.0, zero_dense(0, 0));
-    for (const int threads : {1, 2, 3}) {
-      set_num_threads(threads);
-      clear_spgemm_plan_cache();
-      const auto C = multiply(c.A, c.B);
-      EXPECT_EQ(csr_pattern_of(C), want) << threads << " threads";
-      EXPECT_TRUE(rows_ascend(C)) << threads << " threads";
-      EXPECT_TRUE(near_product<double>(dense_of(C), ref)) << threads << " threads";
-    }
+    for_each_isa([&](Isa) {
+      for (const int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        clear_spgemm_plan_cache();
+        const auto C = multiply(c.A, c.B);
+        EXPECT_EQ(csr_pattern_of(C), want) << threads << " threads";
+        EXPECT_TRUE(rows_ascend(C)) << threads << " threads";
+        EXPECT_TRUE(near_product<double>(dense_of(C), ref)) << threads << " threads";
+      }
+    });
   }
+}
+
+// The symbolic phase's kernel for rows of few products (sorted in registers where the
+// ISA has one) against its reference: rows of every size class of the network (0, 1,
+// 16, 17, 32, 33 and 64 products), rows of R longer than one gather step, all-equal and
+// distinct columns, and columns at both ends of 31 bits. The columns past those written
+// are the kernel's scratch; past its room nothing changes.
+TEST(SpgemmRowColumns, SortedRowsMatchTheReference) {
+  const RuntimeGuard guard;
+  Rng rng(11);
+  for_each_isa([&](Isa) {
+    const kernels::SpgemmRowColumns& k = dispatch::spgemm_row_columns();
+    if (!k.columns) return;
+    const index_t most = k.max_products;
+    for (const index_t products : {index_t{0}, index_t{1}, index_t{16}, index_t{17}, index_t{32}, index_t{33},
+                                   most - 1, most}) {
+      if (products > most) continue;
+      for (const index_t width : {index_t{1}, index_t{64}, index_t{5000}, index_t{INT32_MAX}}) {
+        for (int trial = 0; trial < 20; ++trial) {
+          SCOPED_TRACE(::testing::Message() << products << " products, columns below " << width << ", trial "
+                                            << trial);
+          // R's rows: lengths summing to `products`, some longer than 8 (two or more
+          // gather steps), some empty; L's row reaches each once, in a shuffled order.
+          std::vector<index_t> r_ptr{0}, r_idx, l_idx;
+          for (index_t left = products; left > 0 || rng.bernoulli(0.3);) {
+            const index_t len = std::min(left, trial % 4 == 0 ? rng.below(20) : rng.below(9));
+            for (index_t s = 0; s < len; ++s) {
+              const index_t end = rng.bernoulli(0.2) ? (rng.bernoulli(0.5) ? 0 : width - 1) : rng.below(width);
+              r_idx.push_back(trial % 5 == 1 ? width - 1 : end);
+            }
+            // A row's columns are distinct and ascending, as in any structure.
+            std::sort(r_idx.end() - len, r_idx.end());
+            r_idx.erase(std::unique(r_idx.end() - len, r_idx.end()), r_idx.end());
+            left -= static_cast<index_t>(r_idx.size()) - r_ptr.back();
+            l_idx.push_back(static_cast<index_t>(r_ptr.size()) - 1);
+            r_ptr.push_back(static_cast<index_t>(r_idx.size()));
+          }
+          for (std::size_t q = l_idx.size(); q > 1; --q) std::swap(l_idx[q - 1], l_idx[rng.below(index_t(q))]);
+          const auto q1 = static_cast<index_t>(l_idx.size());
+          std::vector<index_t> want(static_cast<std::size_t>(r_idx.size()));
+          const index_t n_want = kernels::reference::spgemm_row_columns(l_idx.data(), 0, q1, r_ptr.data(),
+                                                                        r_idx.data(), want.data());
+          constexpr index_t kGuard = -7;
+          std::vector<index_t> got(static_cast<std::size_t>(most + 16 + 8), kGuard);
+          const index_t n_got = k.columns(l_idx.data(), 0, q1, r_ptr.data(), r_idx.data(), got.data());
+          ASSERT_EQ(n_got, n_want);
+          for (index_t e = 0; e < n_want; ++e) ASSERT_EQ(got[e], want[e]) << "column " << e;
+          for (index_t e = most + 16; e < static_cast<index_t>(got.size()); ++e) ASSERT_EQ(got[e], kGuard);
+        }
+      }
+    }
+  });
 }
 
 TEST(Spgemm, PlansAreCachedAndTheNumericPhaseRerunsAlone) {

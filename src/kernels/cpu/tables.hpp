@@ -32,6 +32,12 @@ TRNSPARSE_ISA_TABLES(avx2)
 TRNSPARSE_ISA_TABLES(avx512)
 #undef TRNSPARSE_ISA_TABLES
 
+/// The symbolic phase's rows of few products, sorted in registers (the other ISAs have
+/// none: the plan marks their columns).
+namespace avx512 {
+SpgemmRowColumns spgemm_row_columns();
+}
+
 /// bf16 operands only, on vdpbf16ps; needs AVX512-BF16 (and for bsr_kernels_amx, AMX).
 namespace avx512bf16 {
 /// Pair products (an even block size; otherwise the avx512 widening kernel runs).

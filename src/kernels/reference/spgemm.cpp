@@ -39,6 +39,14 @@ void spgemm_numeric(const SpgemmProduct<TA, TC>& p, index_t rows, TC* work) noex
   }
 }
 
+index_t spgemm_row_columns(const index_t* l_idx, index_t q0, index_t q1, const index_t* r_ptr, const index_t* r_idx,
+                           index_t* out) noexcept {
+  index_t* end = out;
+  for (index_t q = q0; q < q1; ++q) end = std::copy(r_idx + r_ptr[l_idx[q]], r_idx + r_ptr[l_idx[q] + 1], end);
+  std::sort(out, end);
+  return std::unique(out, end) - out;
+}
+
 template void spgemm_numeric(const SpgemmProduct<float, float>&, index_t, float*) noexcept;
 template void spgemm_numeric(const SpgemmProduct<double, double>&, index_t, double*) noexcept;
 template void spgemm_numeric(const SpgemmProduct<bf16, float>&, index_t, float*) noexcept;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -24,5 +26,6 @@ namespace trnsparse::kernels::cpu::avx512 {
 #include "kernels/cpu/symmetric_tile.inc"
 #include "kernels/cpu/symmetric_table.inc"
 #include "kernels/cpu/spgemm_tile.inc"
+#include "kernels/cpu/avx512/row_columns.inc"
 
 }  // namespace trnsparse::kernels::cpu::avx512
