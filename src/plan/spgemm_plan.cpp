@@ -333,8 +333,9 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   const int parts = detail::parts_for(rows, detail::work_ns(detail::Work::spgemm, static_cast<double>(cost_.back())));
   const std::vector<index_t> pieces = detail::balanced_split(cost_, detail::pieces_for(parts));
   const auto n_pieces = static_cast<index_t>(pieces.size()) - 1;
-  // One pass: each thread appends the columns of the rows it does to its own buffer,
-  // and C's column indices are gathered from the buffers, piece by piece, at the end.
+  // One pass: each thread appends the columns of the rows it computes to its own
+  // buffer, and C's column indices are gathered from the buffers, piece by piece, at the
+  // end.
   std::vector<index_t> ptr = detail::make_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
   left_repeats_ = detail::repeated_rows(v.L);
   right_repeats_ = v.R.idx == v.L.idx ? left_repeats_ : detail::repeated_rows(v.R);
@@ -353,17 +354,12 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
     piece_slot[p] = slot;
     piece_at[p] = out.size();
     for (index_t i = pieces[p]; i < pieces[p + 1]; ++i) {
-      // A row of L that repeats the row before it gives C's row the same columns. The
+      // A row of L that repeats the row before it gives C's row the same columns: only
+      // their count here (ptr[i] holds the row before's), the columns at the gather. The
       // first row of a piece is computed afresh, so the result is the same however the
       // pieces fall on threads.
-      if (i > pieces[p] && left_repeats_[i]) {
-        const index_t n = ptr[i];  // the previous row's count
-        index_t* dst = out.room(n);
-        out.commit(std::copy(dst - n, dst, dst));
-        ptr[i + 1] = n;
-      } else {
-        ptr[i + 1] = detail::symbolic_row(op, i, cost_[i + 1] - cost_[i], scratch[slot]);
-      }
+      if (i > pieces[p] && left_repeats_[i]) ptr[i + 1] = ptr[i];
+      else ptr[i + 1] = detail::symbolic_row(op, i, cost_[i + 1] - cost_[i], scratch[slot]);
     }
   });
   for (index_t i = 0; i < rows; ++i) {
@@ -382,7 +378,18 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   const int movers = detail::parts_for(n_pieces, detail::work_ns(detail::Work::stream, static_cast<double>(stored)));
   detail::parallel_for(movers, n_pieces, ranges, [&](int, index_t p) {
     const index_t* from = scratch[piece_slot[p]].out.data() + piece_at[p];
-    std::copy(from, from + (ptr[pieces[p + 1]] - ptr[pieces[p]]), idx.get() + ptr[pieces[p]]);
+    index_t* to = idx.get() + ptr[pieces[p]];
+    for (index_t i = pieces[p], end = pieces[p + 1]; i < end;) {
+      // A run of rows computed afresh, in one copy from the buffer ...
+      index_t j = i + 1;
+      while (j < end && !left_repeats_[j]) ++j;
+      const index_t n = ptr[j] - ptr[i];
+      to = std::copy(from, from + n, to);
+      from += n;
+      // ... then the rows repeating the one before, copied from C's row just written.
+      for (; j < end && left_repeats_[j]; ++j) to = std::copy(to - (ptr[j + 1] - ptr[j]), to, to);
+      i = j;
+    }
   });
   c_ = detail::trusted_structure(v.rows, v.cols, a->block_size(), std::move(ptr),
                                  detail::Storage<index_t>(std::move(idx), static_cast<std::size_t>(stored)));
