@@ -253,11 +253,12 @@ inline index_t* write_group(std::uint64_t bits, index_t g, index_t* dst) {
 
 /// Appends row i's sorted, distinct columns to `m.out`; returns their number. The row
 /// reaches at most `products` columns. A row of C that has 64 columns or more and few
-/// products goes to the ISA's kernel (op.short_rows), which sorts them in registers. Else
-/// a column is marked by a store of its byte, with no load before it: a read-modify-write of a word of bits makes each column wait for the
-/// store of the one before in the same word, and a test of whether it was seen mispredicts
-/// on scattered rows. The marks are read back a group of 64 at a time, in order of the
-/// groups the row touched, which are kept by the size of C:
+/// products goes to the ISA's kernel (op.short_rows), which sorts them in registers.
+/// Else a column is marked by a store of its byte, with no load before it: a
+/// read-modify-write of a word of bits makes each column wait for the store of the one
+/// before in the same word, and a test of whether it was seen mispredicts on scattered
+/// rows. The marks are read back a group of 64 at a time, in order of the groups the row
+/// touched, which are kept by the size of C:
 /// - fewer than 64 columns (a small matrix, or a BSR matrix of few block columns): C's
 ///   row is the OR of the words of R's rows (r_masks), one operation per entry of L's row
 ///   rather than per term;
