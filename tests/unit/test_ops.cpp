@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "runtime/huge_pages.hpp"
 #include "support.hpp"
 
 namespace trnsparse::test {
@@ -489,8 +490,9 @@ TYPED_TEST(Generators, RandomCsrIsDeterministicAndHasTheRequestedDensity) {
 
 // ---- huge pages for a caller's vectors ---------------------------------------------------
 
-// x and y of a caller's own, on 4 KiB pages, move onto huge pages at the 64th SpMV that
-// streams them (detail::collapse_streamed); the products stay the same bits throughout.
+// x and y of a caller's own, on 4 KiB pages, move onto huge pages at the
+// kCollapseAfter-th SpMV that streams them (detail::collapse_streamed); the products
+// stay the same bits throughout.
 TEST(SpmvStreaming, ACallersVectorsMoveOntoHugePagesAfterRepeatedProducts) {
   const CsrMatrix<double> A = poisson3d<double>(100);  // 10^6 rows: x and y of 8 MB
   const auto n = static_cast<std::size_t>(A.rows());
@@ -502,7 +504,7 @@ TEST(SpmvStreaming, ACallersVectorsMoveOntoHugePagesAfterRepeatedProducts) {
   for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<double>(i % 7) - 3.0;
   std::vector<double> expected(n);
   spmv(1.0, A, std::span<const double>(x, n), 0.0, std::span<double>(expected));
-  for (unsigned call = 1; call <= 64; ++call) {
+  for (unsigned call = 1; call <= detail::kCollapseAfter; ++call) {
     spmv(1.0, A, std::span<const double>(x, n), 0.0, std::span<double>(y, n));
     ASSERT_EQ(std::memcmp(y, expected.data(), n * sizeof(double)), 0) << "call " << call;
   }
