@@ -93,6 +93,10 @@ public:
   /// the same columns as the row before.
   [[nodiscard]] std::span<const std::uint8_t> left_repeats() const noexcept { return left_repeats_; }
   [[nodiscard]] std::span<const std::uint8_t> right_repeats() const noexcept { return right_repeats_; }
+  /// Internal: the lengths of the right operand's runs of consecutive columns, 16 bytes
+  /// a row (kernels/spgemm.hpp, SpgemmOperand::runs), for CSR plans whose right operand
+  /// is read by rows and has long runs; else empty.
+  [[nodiscard]] std::span<const std::uint8_t> right_runs() const noexcept { return right_runs_; }
 
 private:
   std::shared_ptr<const BsrPlan> a_, b_;
@@ -100,6 +104,7 @@ private:
   std::shared_ptr<const BsrStructure> c_;
   std::vector<index_t> cost_;
   std::vector<std::uint8_t> left_repeats_, right_repeats_;
+  std::vector<std::uint8_t> right_runs_;
 };
 
 /// The cached plan for (A, B) in `form` (built on a miss). Plans are kept in a

@@ -21,6 +21,9 @@
 
 namespace trnsparse::kernels {
 
+/// Runs of consecutive columns kept per row (SpgemmOperand::runs).
+inline constexpr int kRowRuns = 16;
+
 /// One operand as compressed rows of stored entries (b x b blocks, b = 1 for CSR).
 template <class T>
 struct SpgemmOperand {
@@ -34,6 +37,13 @@ struct SpgemmOperand {
   // nullptr, or repeats[k] = 1 when row k has the same columns as row k - 1 (so its
   // entries follow row k - 1's, one for one): a kernel may read such rows together.
   const std::uint8_t* repeats;
+  // nullptr, or each row's runs of consecutive columns: row k's entries, in order, are
+  // runs of runs[k·kRowRuns + u] entries for u = 0, 1, ... up to the first zero. A row
+  // whose runs do not fit (more than kRowRuns, counting a run of more than 255 as
+  // several) has only zeros and is read entry by entry. Only on an operand read by rows
+  // (no perm): a run's values are then consecutive, and so are its columns' positions in
+  // C's row, which holds them all, so a kernel may read a run as vectors.
+  const std::uint8_t* runs;
 
   [[nodiscard]] index_t column(index_t q) const { return idx32 ? index_t{idx32[q]} : idx[q]; }
   [[nodiscard]] index_t slot(index_t q) const { return perm ? perm[q] : q; }

@@ -35,11 +35,13 @@ using value_of = typename decltype(stored_values(std::declval<const Matrix&>()))
 
 /// An operand of the kernel: the structure of `p` read by rows, or, `transposed`,
 /// through its transposed view (blocks read transposed). `repeats` marks the rows (of the
-/// view read) that repeat the row before.
+/// view read) that repeat the row before; `runs` gives the rows' runs of consecutive
+/// columns (SpgemmPlan::right_runs), read only by rows.
 template <class T>
 kernels::SpgemmOperand<T> spgemm_operand(const BsrPlan& p, bool transposed, const T* vals,
                                          const std::int32_t* idx32 = nullptr, const double* norms = nullptr,
-                                         const std::uint8_t* repeats = nullptr) {
+                                         const std::uint8_t* repeats = nullptr,
+                                         const std::uint8_t* runs = nullptr) {
   const BsrStructure& s = p.structure();
   if (!transposed)
     return {.ptr = s.block_row_ptr().data(),
@@ -49,7 +51,8 @@ kernels::SpgemmOperand<T> spgemm_operand(const BsrPlan& p, bool transposed, cons
             .trans = false,
             .vals = vals,
             .norms = norms,
-            .repeats = repeats};
+            .repeats = repeats,
+            .runs = runs};
   const BscView& v = p.transposed();
   return {.ptr = v.col_ptr.data(),
           .idx = v.row_idx.data(),
@@ -58,7 +61,8 @@ kernels::SpgemmOperand<T> spgemm_operand(const BsrPlan& p, bool transposed, cons
           .trans = s.block_size() > 1,
           .vals = vals,
           .norms = norms,
-          .repeats = repeats};
+          .repeats = repeats,
+          .runs = nullptr};
 }
 
 /// Runs the numeric kernel for C's block rows [0, cost.size() - 1), split over threads

@@ -115,6 +115,64 @@ std::vector<std::uint8_t> repeated_rows(const RowsView& v) {
   return repeats;
 }
 
+/// Runs average at least this many entries for the numeric phase to read them as
+/// vectors: shorter ones cost more as masked vectors than as scalar terms
+/// (docs/spgemm.md, "Tried, not kept").
+constexpr index_t kRunEntries = 6;
+
+/// Writes the lengths of row k's runs of consecutive columns to out[0, kRowRuns), zero
+/// after the last, or only zeros when they do not fit (a run of more than 255 counts as
+/// several); returns their number (0 when they do not fit).
+int row_runs(const RowsView& v, index_t k, std::uint8_t* out) {
+  constexpr int kMax = kernels::kRowRuns;
+  std::fill_n(out, kMax, std::uint8_t{0});
+  int u = 0;
+  index_t n = 0;
+  for (index_t s = v.ptr[k]; s < v.ptr[k + 1]; ++s) {
+    if (n > 0 && (v.idx[s] != v.idx[s - 1] + 1 || n == 255)) {
+      if (u == kMax) break;
+      out[u++] = static_cast<std::uint8_t>(n);
+      n = 0;
+    }
+    ++n;
+  }
+  if (n > 0 && u < kMax) {
+    out[u++] = static_cast<std::uint8_t>(n);
+    return u;
+  }
+  std::fill_n(out, kMax, std::uint8_t{0});  // empty, or more runs than fit
+  return 0;
+}
+
+/// The runs of consecutive columns of `v`'s rows (kernels::SpgemmOperand::runs), or an
+/// empty vector when they average fewer than kRunEntries entries or the rows whose runs
+/// fit hold under half the entries. That is decided on a
+/// sample of rows spread over `v`, so a product of scattered rows pays next to nothing
+/// for it; a row repeating the row before copies its runs.
+std::vector<std::uint8_t> column_runs(const RowsView& v, const std::uint8_t* repeats) {
+  constexpr int kMax = kernels::kRowRuns;
+  index_t entries = 0, in_runs = 0, runs = 0;  // sampled: all entries, those in rows whose runs fit
+  std::uint8_t sample[kMax];
+  for (index_t k = 0; k < v.rows; k += std::max<index_t>(1, v.rows / 256)) {
+    const int n = row_runs(v, k, sample);
+    entries += v.ptr[k + 1] - v.ptr[k];
+    if (n > 0) in_runs += v.ptr[k + 1] - v.ptr[k];
+    runs += n;
+  }
+  if (runs == 0 || in_runs < kRunEntries * runs || 2 * in_runs < entries) return {};
+  std::vector<std::uint8_t> out = make_vector<std::uint8_t>(v.rows * kMax, "spgemm_plan: runs of columns");
+  const int parts = parts_for(v.rows, work_ns(Work::stream, static_cast<double>(v.ptr[v.rows] + v.rows)));
+  parallel_parts(parts, [&](int t) {
+    const index_t first = v.rows * t / parts, last = v.rows * (t + 1) / parts;
+    for (index_t k = first; k < last; ++k) {
+      std::uint8_t* row = out.data() + k * kMax;
+      if (k > first && repeats[k]) std::copy_n(row - kMax, kMax, row);
+      else row_runs(v, k, row);
+    }
+  });
+  return out;
+}
+
 /// The symbolic phase's view of C = L·R: both operands, their repeated rows, when C has
 /// fewer than 64 columns R's rows as the bits of a word each (r_masks; else null), and
 /// the ISA's kernel for rows of few products.
@@ -340,6 +398,9 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   std::vector<index_t> ptr = detail::make_vector<index_t>(rows + 1, "spgemm_plan: C's row pointers");
   left_repeats_ = detail::repeated_rows(v.L);
   right_repeats_ = v.R.idx == v.L.idx ? left_repeats_ : detail::repeated_rows(v.R);
+  // The CSR kernel reads R's runs as vectors when R is read by rows (A·B, Aᵀ·B).
+  if (a->block_size() == 1 && form != SpgemmForm::a_bt)
+    right_runs_ = detail::column_runs(v.R, right_repeats_.data());
   // C's width decides the marks (symbolic_row): under 64 columns, R's rows as words.
   const std::vector<std::uint64_t> r_masks = v.block_cols < 64 ? detail::row_masks(v.R) : std::vector<std::uint64_t>{};
   const detail::SymbolicOperands op{v.L, v.R, left_repeats_.data(), right_repeats_.data(), r_masks.data(),

@@ -25,10 +25,14 @@ struct Vec<float> {
   static constexpr int W = 8;
   static reg zero() { return _mm256_setzero_ps(); }
   static reg load(const float* p) { return _mm256_loadu_ps(p); }
-  /// The first n < W lanes from p, the others zero (nothing read beyond p + n).
-  static reg loadn(const float* p, index_t n) {
-    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+  /// Lanes [0, n) of a vector, n <= W.
+  static __m256i lanes(index_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
+  /// The first n <= W lanes from p, the others zero (nothing read beyond p + n).
+  static reg loadn(const float* p, index_t n) { return _mm256_maskload_ps(p, lanes(n)); }
+  /// The first n <= W lanes of v to p (nothing written beyond p + n).
+  static void storen(float* p, reg v, index_t n) { _mm256_maskstore_ps(p, lanes(n), v); }
   /// W bf16 values from p widened (a bf16 is the upper half of a float).
   static reg load_bf16(const bf16* p) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -99,9 +103,9 @@ struct Vec<double> {
   static constexpr int W = 4;
   static reg zero() { return _mm256_setzero_pd(); }
   static reg load(const double* p) { return _mm256_loadu_pd(p); }
-  static reg loadn(const double* p, index_t n) {
-    return _mm256_maskload_pd(p, _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)));
-  }
+  static __m256i lanes(index_t n) { return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)); }
+  static reg loadn(const double* p, index_t n) { return _mm256_maskload_pd(p, lanes(n)); }
+  static void storen(double* p, reg v, index_t n) { _mm256_maskstore_pd(p, lanes(n), v); }
   static reg permute(reg v, const std::int32_t* lanes) {  // as 32-bit halves: lane l is halves 2l, 2l + 1
     const __m256i l = _mm256_cvtepi32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lanes)));
     const __m256i halves = _mm256_or_si256(_mm256_slli_epi64(l, 33), _mm256_slli_epi64(l, 1));

@@ -21,6 +21,10 @@ struct Vec {
   static reg zero() { return Acc(0); }
   static reg load(const Acc* p) { return *p; }
   static void store(Acc* p, reg v) { *p = v; }
+  static reg loadn(const Acc* p, index_t n) { return n > 0 ? *p : Acc(0); }
+  static void storen(Acc* p, reg v, index_t n) {
+    if (n > 0) *p = v;
+  }
   static reg set1(Acc x) { return x; }
   static constexpr int Q = 1;
   static reg quad(const Acc* p) { return *p; }
