@@ -122,8 +122,8 @@ constexpr index_t kRunEntries = 6;
 
 /// Writes the lengths of row k's runs of consecutive columns to out[0, kRowRuns), zero
 /// after the last, or only zeros when they do not fit (a run of more than 255 counts as
-/// several); returns their number (0 when they do not fit).
-int row_runs(const RowsView& v, index_t k, std::uint8_t* out) {
+/// several).
+void row_runs(const RowsView& v, index_t k, std::uint8_t* out) {
   constexpr int kMax = kernels::kRowRuns;
   std::fill_n(out, kMax, std::uint8_t{0});
   int u = 0;
@@ -136,28 +136,27 @@ int row_runs(const RowsView& v, index_t k, std::uint8_t* out) {
     }
     ++n;
   }
-  if (n > 0 && u < kMax) {
-    out[u++] = static_cast<std::uint8_t>(n);
-    return u;
-  }
-  std::fill_n(out, kMax, std::uint8_t{0});  // empty, or more runs than fit
-  return 0;
+  if (n > 0 && u < kMax) out[u] = static_cast<std::uint8_t>(n);
+  else std::fill_n(out, kMax, std::uint8_t{0});  // empty, or more runs than fit
 }
 
 /// The runs of consecutive columns of `v`'s rows (kernels::SpgemmOperand::runs), or an
 /// empty vector when they average fewer than kRunEntries entries or the rows whose runs
-/// fit hold under half the entries. That is decided on a
-/// sample of rows spread over `v`, so a product of scattered rows pays next to nothing
-/// for it; a row repeating the row before copies its runs.
+/// fit hold under half the entries. That is decided on a sample of rows spread over `v`,
+/// so a product of scattered rows pays next to nothing for it; a row repeating the row
+/// before copies its runs.
 std::vector<std::uint8_t> column_runs(const RowsView& v, const std::uint8_t* repeats) {
   constexpr int kMax = kernels::kRowRuns;
   index_t entries = 0, in_runs = 0, runs = 0;  // sampled: all entries, those in rows whose runs fit
-  std::uint8_t sample[kMax];
   for (index_t k = 0; k < v.rows; k += std::max<index_t>(1, v.rows / 256)) {
-    const int n = row_runs(v, k, sample);
-    entries += v.ptr[k + 1] - v.ptr[k];
-    if (n > 0) in_runs += v.ptr[k + 1] - v.ptr[k];
-    runs += n;
+    const index_t len = v.ptr[k + 1] - v.ptr[k];
+    index_t n = len > 0 ? 1 : 0;  // runs of any length (a sample need not split the long ones)
+    for (index_t s = v.ptr[k] + 1; s < v.ptr[k + 1]; ++s) n += v.idx[s] != v.idx[s - 1] + 1;
+    entries += len;
+    if (n <= kMax) {
+      in_runs += len;
+      runs += n;
+    }
   }
   if (runs == 0 || in_runs < kRunEntries * runs || 2 * in_runs < entries) return {};
   std::vector<std::uint8_t> out = make_vector<std::uint8_t>(v.rows * kMax, "spgemm_plan: runs of columns");
