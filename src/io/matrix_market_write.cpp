@@ -336,7 +336,13 @@ public:
     committed_ = true;
   }
 
-  static std::string quote(const fs::path& path) { return "'" + path.string() + "'"; }
+  // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "'" + a temporary.
+  static std::string quote(const fs::path& path) {
+    std::string q = "'";
+    q += path.string();
+    q += '\'';
+    return q;
+  }
 
 private:
   /// ".<name>.tmp-<64 random bits>" in the target's directory.
@@ -346,7 +352,11 @@ private:
     const std::uint64_t tag = (std::uint64_t{random()} << 32) ^ random();
     std::array<char, 17> hex{};
     const auto end = std::to_chars(hex.data(), hex.data() + hex.size(), tag, 16).ptr;
-    return target.parent_path() / ("." + target.filename().string() + ".tmp-" + std::string(hex.data(), end));
+    std::string name = ".";
+    name += target.filename().string();
+    name += ".tmp-";
+    name.append(hex.data(), end);
+    return target.parent_path() / name;
   }
 
   fs::path target_;
