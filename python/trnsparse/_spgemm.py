@@ -20,6 +20,7 @@ from torch.autograd.function import once_differentiable
 from . import _core
 from ._formats import BSRMatrix, COOMatrix, CSRMatrix
 from ._interop import ShapeError, dense_arg, from_array
+from ._ops import _needs_grad
 
 Sparse = CSRMatrix | BSRMatrix
 
@@ -69,10 +70,6 @@ def _handles(A: Sparse, B: Sparse, a_stored=None, b_stored=None):
     arrays with its cached copy, a pass as long as a small product."""
     ha = A._handle(a_stored)
     return ha, (ha if B is A and b_stored is a_stored else B._handle(b_stored))
-
-
-def _needs_grad(*tensors: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 def _with_values(C: Sparse, values: torch.Tensor) -> Sparse:
