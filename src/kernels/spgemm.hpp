@@ -41,8 +41,9 @@ struct SpgemmOperand {
   // runs of runs[k·kRowRuns + u] entries for u = 0, 1, ... up to the first zero. A row
   // whose runs do not fit (more than kRowRuns, counting a run of more than 255 as
   // several) has only zeros and is read entry by entry. Only on an operand read by rows
-  // (no perm): a run's values are then consecutive, and so are its columns' positions in
-  // C's row, which holds them all, so a kernel may read a run as vectors.
+  // (no perm): a run's values are then consecutive, and in an unsampled product so are
+  // its columns' positions in C's row, which holds them all, so a kernel may read a run
+  // as vectors.
   const std::uint8_t* runs;
 
   [[nodiscard]] index_t column(index_t q) const { return idx32 ? index_t{idx32[q]} : idx[q]; }

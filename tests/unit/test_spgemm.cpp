@@ -233,9 +233,9 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
 
 // Rows of B with runs of consecutive columns are read as vectors (SpgemmPlan's runs):
 // each lane sums its terms as the scalar loop does, so on every ISA the two agree bit for
-// bit. Blocks of 11 in CSR give runs of 11 (a full vector and a part on every width),
-// ragged at the edges; elasticity's nodes give runs of 9 that overlap from one entry of
-// A's row to the next.
+// bit. Blocks of 11 in CSR give runs of 11, 22, 33 ... (neighbouring blocks merge), whole
+// vectors and parts on every width, ragged at the edges; elasticity's nodes give runs of
+// 9 that overlap from one entry of A's row to the next.
 TYPED_TEST(SpgemmTyped, RunsOfColumnsGiveTheScalarLoopsBits) {
   using T = TypeParam;
   using TC = acc_t<T>;
