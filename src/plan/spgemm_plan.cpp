@@ -43,13 +43,19 @@ FormViews form_views(const BsrPlan& a, const BsrPlan& b, SpgemmForm form) {
 
 namespace {
 
-/// Runs f(i) for each row i of `v` on the threads: a pass of a few operations per stored
-/// entry.
+/// Runs f(first, last) for consecutive ranges of the rows of `v`, one a thread: a pass of
+/// a few operations per stored entry.
+template <class F>
+void for_row_ranges(const RowsView& v, F&& f) {
+  const int parts = parts_for(v.rows, work_ns(Work::stream, static_cast<double>(v.ptr[v.rows] + v.rows)));
+  parallel_parts(parts, [&](int t) { f(v.rows * t / parts, v.rows * (t + 1) / parts); });
+}
+
+/// Runs f(i) for each row i of `v` on the threads (for_row_ranges).
 template <class F>
 void for_rows(const RowsView& v, F&& f) {
-  const int parts = parts_for(v.rows, work_ns(Work::stream, static_cast<double>(v.ptr[v.rows] + v.rows)));
-  parallel_parts(parts, [&](int t) {
-    for (index_t i = v.rows * t / parts; i < v.rows * (t + 1) / parts; ++i) f(i);
+  for_row_ranges(v, [&](index_t first, index_t last) {
+    for (index_t i = first; i < last; ++i) f(i);
   });
 }
 
@@ -160,9 +166,7 @@ std::vector<std::uint8_t> column_runs(const RowsView& v, const std::uint8_t* rep
   }
   if (runs == 0 || in_runs < kRunEntries * runs || 2 * in_runs < entries) return {};
   std::vector<std::uint8_t> out = make_vector<std::uint8_t>(v.rows * kMax, "spgemm_plan: runs of columns");
-  const int parts = parts_for(v.rows, work_ns(Work::stream, static_cast<double>(v.ptr[v.rows] + v.rows)));
-  parallel_parts(parts, [&](int t) {
-    const index_t first = v.rows * t / parts, last = v.rows * (t + 1) / parts;
+  for_row_ranges(v, [&](index_t first, index_t last) {
     for (index_t k = first; k < last; ++k) {
       std::uint8_t* row = out.data() + k * kMax;
       if (k > first && repeats[k]) std::copy_n(row - kMax, kMax, row);

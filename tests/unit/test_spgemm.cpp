@@ -259,9 +259,10 @@ TYPED_TEST(SpgemmTyped, RunsOfColumnsGiveTheScalarLoopsBits) {
     const auto blocks = random_structure(this->rng, rows, cols, 11, PatternSpec{});
     std::vector<index_t> ptr{0}, idx;
     for (index_t i = 0; i < rows; ++i) {
-      for (index_t q = blocks->block_row_ptr()[i / 11]; q < blocks->block_row_ptr()[i / 11 + 1]; ++q)
-        for (index_t c = blocks->block_col_indices()[q] * 11; c < std::min(cols, blocks->block_col_indices()[q] * 11 + 11); ++c)
-          idx.push_back(c);
+      for (index_t q = blocks->block_row_ptr()[i / 11]; q < blocks->block_row_ptr()[i / 11 + 1]; ++q) {
+        const index_t c0 = blocks->block_col_indices()[q] * 11;
+        for (index_t c = c0; c < std::min(cols, c0 + 11); ++c) idx.push_back(c);
+      }
       ptr.push_back(static_cast<index_t>(idx.size()));
     }
     std::vector<T> vals(idx.size());
