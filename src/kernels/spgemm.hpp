@@ -79,10 +79,11 @@ struct SpgemmRowColumns {
   index_t max_products;
   /// Writes the distinct columns of R's rows l_idx[q] for q in [q0, q1) to `out` in
   /// ascending order and returns their number; null on an ISA without the kernel. The
-  /// rows hold at most max_products columns, each below 2^31 - 1; out has room for
-  /// max_products + 16 (past the columns written it is scratch).
+  /// rows hold `products` ≤ max_products columns in all (Σ of their lengths), each below
+  /// 2^31 - 1; out has room for max_products + 16 (past the columns written it is
+  /// scratch).
   index_t (*columns)(const index_t* l_idx, index_t q0, index_t q1, const index_t* r_ptr, const index_t* r_idx,
-                     index_t* out) noexcept;
+                     index_t products, index_t* out) noexcept;
 };
 
 template <class TA, class TC>

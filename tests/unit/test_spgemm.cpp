@@ -438,7 +438,8 @@ TEST(SpgemmRowColumns, SortedRowsMatchTheReference) {
                                                                         r_idx.data(), want.data());
           constexpr index_t kGuard = -7;
           std::vector<index_t> got(static_cast<std::size_t>(most + 16 + 8), kGuard);
-          const index_t n_got = k.columns(l_idx.data(), 0, q1, r_ptr.data(), r_idx.data(), got.data());
+          const index_t n_got = k.columns(l_idx.data(), 0, q1, r_ptr.data(), r_idx.data(),
+                                          static_cast<index_t>(r_idx.size()), got.data());
           ASSERT_EQ(n_got, n_want);
           for (index_t e = 0; e < n_want; ++e) ASSERT_EQ(got[e], want[e]) << "column " << e;
           for (index_t e = most + 16; e < static_cast<index_t>(got.size()); ++e) ASSERT_EQ(got[e], kGuard);
