@@ -132,9 +132,7 @@ class CSRMatrix(_EntryMatrix):
 
     def __matmul__(self, other):
         """`A @ B`: trnsparse.matmul for a sparse B, spmm (spmv) for a 2-D (1-D) tensor."""
-        from ._spgemm import matmul_operator
-
-        return matmul_operator(self, other)
+        return _spgemm.matmul_operator(self, other)
 
     def _handle(self, values: torch.Tensor | None = None):
         """The core's copy of this matrix (with `values` in place of self.values if given):
@@ -264,9 +262,7 @@ class BSRMatrix:
 
     def __matmul__(self, other):
         """`A @ B`: trnsparse.matmul for a sparse B, spmm (spmv) for a 2-D (1-D) tensor."""
-        from ._spgemm import matmul_operator
-
-        return matmul_operator(self, other)
+        return _spgemm.matmul_operator(self, other)
 
     @property
     def n_blocks(self) -> int:
@@ -455,3 +451,9 @@ def named_problem(spec: str, dtype: torch.dtype = torch.float64) -> CSRMatrix:
     if not isinstance(spec, str):
         raise TypeError(f"named_problem: spec must be a str, got {type(spec).__name__}")
     return CSRMatrix._from_handle(_core.named_problem(spec, dtype_name(dtype, "named_problem")))
+
+
+# `A @ B` calls into _spgemm, which imports this module's classes: it is imported here, once
+# they exist, rather than in __matmul__ (an import there costs each small product about a
+# microsecond).
+from . import _spgemm  # noqa: E402
