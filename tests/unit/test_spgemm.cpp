@@ -234,8 +234,9 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
 // Rows of B with runs of consecutive columns are read as vectors (SpgemmPlan's runs):
 // each lane sums its terms as the scalar loop does, so on every ISA the two agree bit for
 // bit. Blocks of 11 in CSR give runs of 11, 22, 33 ... (neighbouring blocks merge), whole
-// vectors and parts on every width, ragged at the edges; elasticity's nodes give runs of
-// 9 that overlap from one entry of A's row to the next.
+// vectors and masked parts on every width, ragged at the edges; blocks of 18 leave two
+// lanes past whole vectors of 4, 8 or 16 (summed one by one), and elasticity's nodes
+// runs of 9 that leave one lane past 8 and overlap from one entry of A's row to the next.
 TYPED_TEST(SpgemmTyped, RunsOfColumnsGiveTheScalarLoopsBits) {
   using T = TypeParam;
   using TC = acc_t<T>;
@@ -254,14 +255,14 @@ TYPED_TEST(SpgemmTyped, RunsOfColumnsGiveTheScalarLoopsBits) {
       EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(TC)), 0);
     });
   };
-  // Every entry of a random pattern of 11 x 11 blocks, as block size 1.
-  const auto blocky = [&](index_t rows, index_t cols) {
-    const auto blocks = random_structure(this->rng, rows, cols, 11, PatternSpec{});
+  // Every entry of a random pattern of b x b blocks, as block size 1.
+  const auto blocky = [&](index_t rows, index_t cols, index_t b) {
+    const auto blocks = random_structure(this->rng, rows, cols, b, PatternSpec{});
     std::vector<index_t> ptr{0}, idx;
     for (index_t i = 0; i < rows; ++i) {
-      for (index_t q = blocks->block_row_ptr()[i / 11]; q < blocks->block_row_ptr()[i / 11 + 1]; ++q) {
-        const index_t c0 = blocks->block_col_indices()[q] * 11;
-        for (index_t c = c0; c < std::min(cols, c0 + 11); ++c) idx.push_back(c);
+      for (index_t q = blocks->block_row_ptr()[i / b]; q < blocks->block_row_ptr()[i / b + 1]; ++q) {
+        const index_t c0 = blocks->block_col_indices()[q] * b;
+        for (index_t c = c0; c < std::min(cols, c0 + b); ++c) idx.push_back(c);
       }
       ptr.push_back(static_cast<index_t>(idx.size()));
     }
@@ -269,7 +270,8 @@ TYPED_TEST(SpgemmTyped, RunsOfColumnsGiveTheScalarLoopsBits) {
     for (T& v : vals) v = random_value<T>(this->rng);
     return CsrMatrix<T>(rows, cols, std::move(ptr), std::move(idx), std::move(vals));
   };
-  check(blocky(61, 50), blocky(50, 45));
+  check(blocky(61, 50, 11), blocky(50, 45, 11));
+  check(blocky(40, 72, 18), blocky(72, 54, 18));
   const CsrMatrix<T> E = cast<T>(elasticity3d<double>(6));
   check(E, E);
 }
