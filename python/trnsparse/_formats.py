@@ -454,6 +454,6 @@ def named_problem(spec: str, dtype: torch.dtype = torch.float64) -> CSRMatrix:
 
 
 # `A @ B` calls into _spgemm, which imports this module's classes: it is imported here, once
-# they exist, rather than in __matmul__ (an import there costs each small product about a
-# microsecond).
+# they exist, rather than in __matmul__, which runs on every product. _spgemm reads the
+# modules that import this one (_ops) as modules, so any of them may be imported first.
 from . import _spgemm  # noqa: E402

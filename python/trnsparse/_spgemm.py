@@ -17,10 +17,9 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import _core
+from . import _core, _ops
 from ._formats import BSRMatrix, COOMatrix, CSRMatrix
 from ._interop import ShapeError, dense_arg, from_array
-from ._ops import _needs_grad
 
 Sparse = CSRMatrix | BSRMatrix
 
@@ -110,7 +109,7 @@ def matmul(A, B, drop_tolerance: float = 0.0) -> Sparse:
     sizes). Differentiable in both operands' stored values."""
     A, B, tol = _check("matmul", A, B, (1, 0), drop_tolerance)
     a_stored, b_stored = _stored(A), _stored(B)
-    if _needs_grad(a_stored, b_stored):
+    if _ops._needs_grad(a_stored, b_stored):
         result: list = []
         values = _SparseSparseProduct.apply(a_stored, b_stored, A, B, tol, result)
         return _with_values(result[0], values)
@@ -145,8 +144,6 @@ def matmul_operator(self, other):
     if isinstance(other, (CSRMatrix, BSRMatrix, COOMatrix)):
         return matmul(self, other)
     if isinstance(other, torch.Tensor):
-        from ._ops import spmm, spmv
-
-        return spmv(self, other) if other.dim() == 1 else spmm(self, other)
+        return _ops.spmv(self, other) if other.dim() == 1 else _ops.spmm(self, other)
     return NotImplemented
 

@@ -331,8 +331,7 @@ index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, Sy
   const auto n_groups = static_cast<index_t>(m.groups.size());
   if (n_groups > 1 && op.short_rows.columns && products <= op.short_rows.max_products) {
     index_t* const at = m.out.room(op.short_rows.max_products + 16);
-    const index_t n = op.short_rows.columns(op.L.idx, op.L.ptr[i], op.L.ptr[i + 1], op.R.ptr, op.R.idx,
-                                                   products, at);
+    const index_t n = op.short_rows.columns(op.L.idx, op.L.ptr[i], op.L.ptr[i + 1], op.R.ptr, op.R.idx, products, at);
     m.out.commit(at + n);
     return n;
   }
