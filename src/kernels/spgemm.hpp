@@ -24,6 +24,10 @@ namespace trnsparse::kernels {
 /// Runs of consecutive columns kept per row (SpgemmOperand::runs).
 inline constexpr int kRowRuns = 16;
 
+/// C's columns up to which an unsampled CSR product sums each row in a dense accumulator
+/// of them (SpgemmKernels::numeric), and finds its structure without a plan.
+inline constexpr index_t kNarrowColumns = 64;
+
 /// One operand as compressed rows of stored entries (b x b blocks, b = 1 for CSR).
 template <class T>
 struct SpgemmOperand {
@@ -88,7 +92,8 @@ struct SpgemmRowColumns {
 
 template <class TA, class TC>
 struct SpgemmKernels {
-  /// Bytes of one thread's workspace (the column → position map).
+  /// Bytes of one thread's workspace (the column → position map, or a narrow product's
+  /// accumulator).
   std::size_t (*workspace_bytes)(const SpgemmProduct<TA, TC>&);
   /// Prepares a workspace of workspace_bytes once per call, before any rows.
   void (*prepare)(const SpgemmProduct<TA, TC>&, void* workspace);

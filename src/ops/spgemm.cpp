@@ -176,30 +176,36 @@ void SpgemmPlan::numeric(const BsrMatrix<T>& A, const BsrMatrix<T>& B, std::span
 
 namespace {
 
-/// The plan's product of A and B as a new matrix sharing the plan's output structure,
-/// or with a structure of its own when entries are dropped.
-template <class Matrix>
-auto multiply_with(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, double drop_tolerance) {
+/// A product's values, written by `numeric(vals)` for structure c, as a new matrix of
+/// that structure, or of a structure of its own when entries are dropped.
+template <class Matrix, class Numeric>
+auto product_of(const std::shared_ptr<const BsrStructure>& c, double drop_tolerance, Numeric&& numeric) {
   using T = detail::value_of<Matrix>;
   using TC = acc_t<T>;
   constexpr bool blocked = std::is_same_v<Matrix, BsrMatrix<T>>;
   using Result = std::conditional_t<blocked, BsrMatrix<TC>, CsrMatrix<TC>>;
-  check_tolerance(form_name(plan.form()), drop_tolerance, [&] { return describe(A, B); });
-  const std::shared_ptr<const BsrStructure>& c = plan.structure();
-  const index_t bb = c->block_size() * c->block_size();
   // Untouched: the numeric phase writes every value, and its threads fault in the pages
   // of the rows they do.
-  const index_t n_vals = plan.stored() * bb;
+  const index_t n_vals = c->n_blocks() * c->block_size() * c->block_size();
   detail::Block<TC> vals = detail::huge_untouched<TC>(n_vals, "multiply: C's values");
-  // A BSR product also skips block products whose norm bound is at or below the
-  // tolerance (numeric_into; a CSR entry's products are single multiplications).
-  numeric_into(plan, A, B, vals.get(), drop_tolerance);
+  numeric(vals.get());
   if (drop_tolerance > 0.0) {
     Filtered<TC> f = filter(*c, std::span<const TC>(vals.get(), static_cast<std::size_t>(n_vals)), drop_tolerance);
     return Result(detail::trusted_structure(c->rows(), c->cols(), c->block_size(), std::move(f.ptr), std::move(f.idx)),
                   std::move(f.vals));
   }
   return Result(c, detail::Storage<TC>(std::move(vals), static_cast<std::size_t>(n_vals)), detail::Written{});
+}
+
+/// The plan's product of A and B, sharing the plan's output structure unless entries
+/// are dropped.
+template <class Matrix>
+auto multiply_with(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, double drop_tolerance) {
+  check_tolerance(form_name(plan.form()), drop_tolerance, [&] { return describe(A, B); });
+  // A BSR product also skips block products whose norm bound is at or below the
+  // tolerance (numeric_into; a CSR entry's products are single multiplications).
+  return product_of<Matrix>(plan.structure(), drop_tolerance,
+                            [&](auto* vals) { numeric_into(plan, A, B, vals, drop_tolerance); });
 }
 
 }  // namespace
@@ -241,9 +247,47 @@ void wake_threads(const Matrix& A, const Matrix& B) {
   detail::wake_team(detail::parts_for(a.block_rows(), detail::work_ns(detail::Work::spgemm, products)));
 }
 
+/// A·B in CSR when C has at most kNarrowColumns columns: C's structure found without a
+/// plan (detail::narrow_structure), then the numeric kernel. A plan's bookkeeping, its
+/// cache and the lookup cost more than such a product's own work when it is small
+/// (docs/spgemm.md, "Narrow products"), and its symbolic phase is the OR of a word a
+/// term whatever its size.
+template <Value T>
+CsrMatrix<acc_t<T>> narrow_product(const CsrMatrix<T>& A, const CsrMatrix<T>& B, double drop_tolerance) {
+  const BsrStructure &a = *A.structure_ptr(), &b = *B.structure_ptr();
+  const detail::RowsView L{a.block_rows(), a.block_row_ptr().data(), a.block_col_indices().data()};
+  const detail::RowsView R{b.block_rows(), b.block_row_ptr().data(), b.block_col_indices().data()};
+  const detail::NarrowStructure n = detail::narrow_structure(L, R, b.block_cols());
+  const auto operand = [](const detail::RowsView& v, const T* vals, const std::vector<std::uint8_t>& repeats,
+                          const std::uint8_t* runs) {
+    return kernels::SpgemmOperand<T>{.ptr = v.ptr, .idx = v.idx, .idx32 = nullptr, .perm = nullptr, .trans = false,
+                                     .vals = vals, .norms = nullptr, .repeats = repeats.data(), .runs = runs};
+  };
+  return product_of<CsrMatrix<T>>(n.c, drop_tolerance, [&](acc_t<T>* vals) {
+    detail::run_spgemm(kernels::SpgemmProduct<T, acc_t<T>>{.b = 1,
+                                                           .cols = n.c->block_cols(),
+                                                           .L = operand(L, A.values().data(), n.l_repeats, nullptr),
+                                                           .R = operand(R, B.values().data(), n.r_repeats,
+                                                                        n.runs.empty() ? nullptr : n.runs.data()),
+                                                           .c_ptr = n.c->block_row_ptr().data(),
+                                                           .c_idx = n.c->block_col_indices().data(),
+                                                           .c_vals = vals,
+                                                           .sampled = false,
+                                                           .skip = 0.0},
+                       n.cost);
+  });
+}
+
 template <class Matrix>
 auto product(const Matrix& A, const Matrix& B, SpgemmForm form, double drop_tolerance) {
   check_tolerance(form_name(form), drop_tolerance, [&] { return describe(A, B); });
+  using T = detail::value_of<Matrix>;
+  if constexpr (std::is_same_v<Matrix, CsrMatrix<T>>)
+    if (form == SpgemmForm::a_b && B.cols() <= kernels::kNarrowColumns) {
+      detail::check_spgemm_operands(form_name(form), *A.structure_ptr(), *B.structure_ptr(), form,
+                                    [&] { return describe(A, B); });
+      return narrow_product(A, B, drop_tolerance);
+    }
   wake_threads(A, B);
   return spgemm_plan(A, B, form)->multiply(A, B, drop_tolerance);
 }

@@ -198,6 +198,44 @@ std::vector<std::uint64_t> row_masks(const RowsView& v) {
   return masks;
 }
 
+}  // namespace
+
+NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t cols) {
+  const std::vector<std::uint64_t> r_masks = row_masks(R);
+  std::vector<std::uint64_t> c_masks = make_vector<std::uint64_t>(L.rows, "multiply: C's rows");
+  std::vector<index_t> cost = make_vector<index_t>(L.rows + 1, "multiply: row costs");
+  std::vector<index_t> ptr = make_vector<index_t>(L.rows + 1, "multiply: C's row pointers");
+  for_rows(L, [&](index_t i) {
+    std::uint64_t word = 0;
+    index_t products = 0;
+    for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) {
+      const index_t k = L.idx[q];
+      word |= r_masks[k];
+      products += R.ptr[k + 1] - R.ptr[k];
+    }
+    c_masks[i] = word;
+    cost[i + 1] = products;
+    ptr[i + 1] = std::popcount(word);
+  });
+  for (index_t i = 0; i < L.rows; ++i) {
+    cost[i + 1] = checked_add(cost[i], cost[i + 1], "spgemm: block products");
+    ptr[i + 1] = checked_add(ptr[i], ptr[i + 1], "multiply: C's entries");
+  }
+  Block<index_t> idx = huge_untouched<index_t>(ptr[L.rows], "multiply: C's column indices");
+  for_row_ranges(L, [&](index_t first, index_t last) {
+    index_t* to = idx.get() + ptr[first];
+    for (index_t i = first; i < last; ++i)
+      for (std::uint64_t word = c_masks[i]; word != 0; word &= word - 1) *to++ = std::countr_zero(word);
+  });
+  const index_t stored = ptr[L.rows];
+  NarrowStructure n{trusted_structure(L.rows, cols, 1, std::move(ptr), Storage<index_t>(std::move(idx), static_cast<std::size_t>(stored))),
+                    std::move(cost), repeated_rows(L), repeated_rows(R), {}};
+  n.runs = column_runs(R, n.r_repeats.data());
+  return n;
+}
+
+namespace {
+
 /// Calls f(j) for each column j that row i of C reaches, at least once each: the
 /// columns of R's rows k in L's row i, skipping a row k that repeats row k - 1 when
 /// row k - 1 was read just before.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/spgemm.hpp"
 #include "trnsparse/bsr.hpp"
 #include "trnsparse/spgemm.hpp"
 
@@ -31,6 +32,17 @@ FormViews form_views(const BsrPlan& a, const BsrPlan& b, SpgemmForm form);
 /// Block products of each row of C = L·R as a prefix: cost[i] for rows [0, i) (the
 /// split of the rows over threads). O(stored entries of L).
 std::vector<index_t> spgemm_cost(const RowsView& L, const RowsView& R);
+
+/// What a plan holds for the numeric phase, found without one when C has at most
+/// kernels::kNarrowColumns columns (block size 1): each row of C is the OR of R's rows as
+/// words of bits.
+struct NarrowStructure {
+  std::shared_ptr<const BsrStructure> c;
+  std::vector<index_t> cost;                             // as spgemm_cost
+  std::vector<std::uint8_t> l_repeats, r_repeats, runs;  // as SpgemmPlan's
+};
+/// C = L·R with `cols` (<= kernels::kNarrowColumns) columns, on the threads.
+NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t cols);
 
 /// "A is 4 x 5 (block size 2), B is 6 x 3 (block size 2)": both operands, for messages.
 std::string describe_operands(const BsrStructure& a, const BsrStructure& b);

@@ -87,12 +87,13 @@ template <class T>
 class SpgemmTyped : public Seeded<> {};
 TYPED_TEST_SUITE(SpgemmTyped, ValueTypes, TypeNames);
 
-/// Shapes of (A, B) pairs: every adversarial spec as A, times a B of ragged width.
+/// Shapes of (A, B) pairs: every adversarial spec as A, times a B of ragged width, up
+/// to kNarrowColumns (C's structure found without a plan) and past it.
 std::vector<std::pair<MatrixSpec, index_t>> product_shapes() {
   std::vector<std::pair<MatrixSpec, index_t>> shapes;
-  const index_t widths[] = {0, 1, 7, 33};
-  index_t w = 0;
-  for (const MatrixSpec& spec : adversarial_specs()) shapes.emplace_back(spec, widths[w++ % 4]);
+  const index_t widths[] = {0, 1, 7, 33, 64, 65, 70};
+  std::size_t w = 0;
+  for (const MatrixSpec& spec : adversarial_specs()) shapes.emplace_back(spec, widths[w++ % std::size(widths)]);
   return shapes;
 }
 
@@ -274,6 +275,61 @@ TYPED_TEST(SpgemmTyped, RunsOfColumnsGiveTheScalarLoopsBits) {
   check(blocky(40, 72, 18), blocky(72, 18, 18));  // B: one block column, runs of exactly 18
   const CsrMatrix<T> E = cast<T>(elasticity3d<double>(6));
   check(E, E);
+}
+
+// A CSR product with at most 64 columns finds C's structure without a plan, from the
+// rows of B as words of bits, and sums each row in a dense accumulator: the plan's
+// structure, and the bits of the same product with B 64 columns wider (empty ones), which
+// takes the column map, on every ISA and thread count, with and without a drop tolerance.
+TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
+  using T = TypeParam;
+  using TC = acc_t<T>;
+  const RuntimeGuard guard;
+  const auto same = [](const CsrMatrix<TC>& got, const CsrMatrix<TC>& want) {
+    ASSERT_EQ(got.rows(), want.rows());
+    ASSERT_TRUE(std::ranges::equal(got.row_ptr(), want.row_ptr()));
+    ASSERT_TRUE(std::ranges::equal(got.col_indices(), want.col_indices()));
+    ASSERT_EQ(std::memcmp(got.values().data(), want.values().data(), want.values().size_bytes()), 0);
+  };
+  const auto check = [&](const CsrMatrix<T>& A, const CsrMatrix<T>& B) {
+    ASSERT_LE(B.cols(), kernels::kNarrowColumns);
+    const CsrMatrix<T> wide(B.rows(), B.cols() + kernels::kNarrowColumns,
+                            std::vector<index_t>(B.row_ptr().begin(), B.row_ptr().end()),
+                            std::vector<index_t>(B.col_indices().begin(), B.col_indices().end()),
+                            std::vector<T>(B.values().begin(), B.values().end()));
+    const auto plan = spgemm_plan(A, B);
+    for_each_isa([&](Isa) {
+      const CsrMatrix<TC> want = multiply(A, wide), dropped = multiply(A, wide, 0.5);
+      for (const int threads : {1, 2, 3}) {
+        SCOPED_TRACE(::testing::Message() << threads << " threads");
+        set_num_threads(threads);
+        const CsrMatrix<TC> C = multiply(A, B);
+        ASSERT_EQ(C.cols(), B.cols());
+        same(C, want);
+        same(plan->multiply(A, B), want);
+        same(multiply(A, B, 0.5), dropped);
+      }
+    });
+  };
+  for (const index_t cols : {1, 2, 17, 63, 64}) {
+    for (const auto& [rows, inner] : {std::pair<index_t, index_t>{0, 5}, {9, 0}, {1, 1}, {40, 37}, {300, 90}}) {
+      SCOPED_TRACE(::testing::Message() << rows << " x " << inner << " x " << cols);
+      check(to_csr(random_bsr<T>(this->rng, rows, inner, 1)), to_csr(random_bsr<T>(this->rng, inner, cols, 1)));
+    }
+  }
+  // Three unknowns per node: rows of A and of B repeating the row before, B read in runs.
+  SCOPED_TRACE("elasticity times its first 60 columns");
+  const CsrMatrix<T> E = cast<T>(elasticity3d<double>(4));
+  std::vector<index_t> ptr{0}, idx;
+  std::vector<T> vals;
+  for (index_t i = 0; i < E.rows(); ++i) {
+    for (index_t q = E.row_ptr()[i]; q < E.row_ptr()[i + 1] && E.col_indices()[q] < 60; ++q) {
+      idx.push_back(E.col_indices()[q]);
+      vals.push_back(E.values()[q]);
+    }
+    ptr.push_back(static_cast<index_t>(idx.size()));
+  }
+  check(E, CsrMatrix<T>(E.rows(), 60, std::move(ptr), std::move(idx), std::move(vals)));
 }
 
 TEST(Spgemm, ThreadCountsGiveIdenticalBits) {
