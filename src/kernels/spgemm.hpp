@@ -24,8 +24,9 @@ namespace trnsparse::kernels {
 /// Runs of consecutive columns kept per row (SpgemmOperand::runs).
 inline constexpr int kRowRuns = 16;
 
-/// C's columns up to which an unsampled CSR product sums each row in a dense accumulator
-/// of them (SpgemmKernels::numeric), and finds its structure without a plan.
+/// C's columns up to which an unsampled CSR product whose R is read entry by entry (no
+/// runs) sums each row in a dense accumulator of them (SpgemmKernels::numeric), and up
+/// to which a CSR `multiply` (A·B) finds C's structure without a plan.
 inline constexpr index_t kNarrowColumns = 64;
 
 /// One operand as compressed rows of stored entries (b x b blocks, b = 1 for CSR).

@@ -255,26 +255,24 @@ void wake_threads(const Matrix& A, const Matrix& B) {
 template <Value T>
 CsrMatrix<acc_t<T>> narrow_product(const CsrMatrix<T>& A, const CsrMatrix<T>& B, double drop_tolerance) {
   const BsrStructure &a = *A.structure_ptr(), &b = *B.structure_ptr();
-  const detail::RowsView L{a.block_rows(), a.block_row_ptr().data(), a.block_col_indices().data()};
-  const detail::RowsView R{b.block_rows(), b.block_row_ptr().data(), b.block_col_indices().data()};
-  const detail::NarrowStructure n = detail::narrow_structure(L, R, b.block_cols());
-  const auto operand = [](const detail::RowsView& v, const T* vals, const std::vector<std::uint8_t>& repeats,
-                          const std::uint8_t* runs) {
-    return kernels::SpgemmOperand<T>{.ptr = v.ptr, .idx = v.idx, .idx32 = nullptr, .perm = nullptr, .trans = false,
-                                     .vals = vals, .norms = nullptr, .repeats = repeats.data(), .runs = runs};
-  };
+  const detail::NarrowStructure n = detail::narrow_structure(
+      {a.block_rows(), a.block_row_ptr().data(), a.block_col_indices().data()},
+      {b.block_rows(), b.block_row_ptr().data(), b.block_col_indices().data()}, b.block_cols());
+  const auto or_null = [](const std::vector<std::uint8_t>& v) { return v.empty() ? nullptr : v.data(); };
+  const BsrStructure& c = *n.c;
   return product_of<CsrMatrix<T>>(n.c, drop_tolerance, [&](acc_t<T>* vals) {
-    detail::run_spgemm(kernels::SpgemmProduct<T, acc_t<T>>{.b = 1,
-                                                           .cols = n.c->block_cols(),
-                                                           .L = operand(L, A.values().data(), n.l_repeats, nullptr),
-                                                           .R = operand(R, B.values().data(), n.r_repeats,
-                                                                        n.runs.empty() ? nullptr : n.runs.data()),
-                                                           .c_ptr = n.c->block_row_ptr().data(),
-                                                           .c_idx = n.c->block_col_indices().data(),
-                                                           .c_vals = vals,
-                                                           .sampled = false,
-                                                           .skip = 0.0},
-                       n.cost);
+    detail::run_spgemm(
+        kernels::SpgemmProduct<T, acc_t<T>>{
+            .b = 1,
+            .cols = c.block_cols(),
+            .L = detail::spgemm_operand(a, A.values().data(), nullptr, nullptr, or_null(n.l_repeats)),
+            .R = detail::spgemm_operand(b, B.values().data(), nullptr, nullptr, or_null(n.r_repeats), or_null(n.runs)),
+            .c_ptr = c.block_row_ptr().data(),
+            .c_idx = c.block_col_indices().data(),
+            .c_vals = vals,
+            .sampled = false,
+            .skip = 0.0},
+        n.cost);
   });
 }
 

@@ -33,26 +33,34 @@ std::span<const T> stored_values(const BsrMatrix<T>& A) {
 template <class Matrix>
 using value_of = typename decltype(stored_values(std::declval<const Matrix&>()))::value_type;
 
+/// An operand of the kernel: structure `s` read by rows. `repeats` marks the rows that
+/// repeat the row before; `runs` gives the rows' runs of consecutive columns
+/// (SpgemmPlan::right_runs).
+template <class T>
+kernels::SpgemmOperand<T> spgemm_operand(const BsrStructure& s, const T* vals, const std::int32_t* idx32 = nullptr,
+                                         const double* norms = nullptr, const std::uint8_t* repeats = nullptr,
+                                         const std::uint8_t* runs = nullptr) {
+  return {.ptr = s.block_row_ptr().data(),
+          .idx = s.block_col_indices().data(),
+          .idx32 = idx32,
+          .perm = nullptr,
+          .trans = false,
+          .vals = vals,
+          .norms = norms,
+          .repeats = repeats,
+          .runs = runs};
+}
+
 /// An operand of the kernel: the structure of `p` read by rows, or, `transposed`,
-/// through its transposed view (blocks read transposed). `repeats` marks the rows (of the
-/// view read) that repeat the row before; `runs` gives the rows' runs of consecutive
-/// columns (SpgemmPlan::right_runs), read only by rows.
+/// through its transposed view (blocks read transposed; `repeats` then marks the view's
+/// rows, and `runs` is not read).
 template <class T>
 kernels::SpgemmOperand<T> spgemm_operand(const BsrPlan& p, bool transposed, const T* vals,
                                          const std::int32_t* idx32 = nullptr, const double* norms = nullptr,
                                          const std::uint8_t* repeats = nullptr,
                                          const std::uint8_t* runs = nullptr) {
   const BsrStructure& s = p.structure();
-  if (!transposed)
-    return {.ptr = s.block_row_ptr().data(),
-            .idx = s.block_col_indices().data(),
-            .idx32 = idx32,
-            .perm = nullptr,
-            .trans = false,
-            .vals = vals,
-            .norms = norms,
-            .repeats = repeats,
-            .runs = runs};
+  if (!transposed) return spgemm_operand(s, vals, idx32, norms, repeats, runs);
   const BscView& v = p.transposed();
   return {.ptr = v.col_ptr.data(),
           .idx = v.row_idx.data(),

@@ -146,12 +146,11 @@ void row_runs(const RowsView& v, index_t k, std::uint8_t* out) {
   else std::fill_n(out, kMax, std::uint8_t{0});  // empty, or more runs than fit
 }
 
-/// The runs of consecutive columns of `v`'s rows (kernels::SpgemmOperand::runs), or an
-/// empty vector when they average fewer than kRunEntries entries or the rows whose runs
-/// fit hold under half the entries. That is decided on a sample of rows spread over `v`,
-/// so a product of scattered rows pays next to nothing for it; a row repeating the row
-/// before copies its runs.
-std::vector<std::uint8_t> column_runs(const RowsView& v, const std::uint8_t* repeats) {
+/// Whether `v`'s rows have runs worth reading as vectors: at least kRunEntries entries a
+/// run on average, and the rows whose runs fit in kRowRuns holding at least half the
+/// entries. Decided on a sample of rows spread over `v`, so a product of scattered rows
+/// pays next to nothing for it.
+bool runs_pay(const RowsView& v) {
   constexpr int kMax = kernels::kRowRuns;
   index_t entries = 0, in_runs = 0, runs = 0;  // sampled: all entries, those in rows whose runs fit
   for (index_t k = 0; k < v.rows; k += std::max<index_t>(1, v.rows / 256)) {
@@ -164,7 +163,13 @@ std::vector<std::uint8_t> column_runs(const RowsView& v, const std::uint8_t* rep
       runs += n;
     }
   }
-  if (runs == 0 || in_runs < kRunEntries * runs || 2 * in_runs < entries) return {};
+  return runs > 0 && in_runs >= kRunEntries * runs && 2 * in_runs >= entries;
+}
+
+/// The runs of consecutive columns of `v`'s rows (kernels::SpgemmOperand::runs), for
+/// rows whose runs pay (runs_pay). A row repeating the row before copies its runs.
+std::vector<std::uint8_t> column_runs(const RowsView& v, const std::uint8_t* repeats) {
+  constexpr int kMax = kernels::kRowRuns;
   std::vector<std::uint8_t> out = make_vector<std::uint8_t>(v.rows * kMax, "spgemm_plan: runs of columns");
   for_row_ranges(v, [&](index_t first, index_t last) {
     for (index_t k = first; k < last; ++k) {
@@ -187,54 +192,14 @@ struct SymbolicOperands {
   const kernels::SpgemmRowColumns& short_rows;
 };
 
-/// Row k of `v`'s columns (all below 64) as the bits of a word, for each row.
-std::vector<std::uint64_t> row_masks(const RowsView& v) {
-  std::vector<std::uint64_t> masks = make_vector<std::uint64_t>(v.rows, "spgemm_plan: row masks");
+/// Row k of `v`'s columns (all below 64) as the bits of masks[k], for each row.
+void row_masks(const RowsView& v, std::uint64_t* masks) {
   for_rows(v, [&](index_t k) {
     std::uint64_t word = 0;
     for (index_t s = v.ptr[k]; s < v.ptr[k + 1]; ++s) word |= std::uint64_t{1} << v.idx[s];
     masks[k] = word;
   });
-  return masks;
 }
-
-}  // namespace
-
-NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t cols) {
-  const std::vector<std::uint64_t> r_masks = row_masks(R);
-  std::vector<std::uint64_t> c_masks = make_vector<std::uint64_t>(L.rows, "multiply: C's rows");
-  std::vector<index_t> cost = make_vector<index_t>(L.rows + 1, "multiply: row costs");
-  std::vector<index_t> ptr = make_vector<index_t>(L.rows + 1, "multiply: C's row pointers");
-  for_rows(L, [&](index_t i) {
-    std::uint64_t word = 0;
-    index_t products = 0;
-    for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) {
-      const index_t k = L.idx[q];
-      word |= r_masks[k];
-      products += R.ptr[k + 1] - R.ptr[k];
-    }
-    c_masks[i] = word;
-    cost[i + 1] = products;
-    ptr[i + 1] = std::popcount(word);
-  });
-  for (index_t i = 0; i < L.rows; ++i) {
-    cost[i + 1] = checked_add(cost[i], cost[i + 1], "spgemm: block products");
-    ptr[i + 1] = checked_add(ptr[i], ptr[i + 1], "multiply: C's entries");
-  }
-  Block<index_t> idx = huge_untouched<index_t>(ptr[L.rows], "multiply: C's column indices");
-  for_row_ranges(L, [&](index_t first, index_t last) {
-    index_t* to = idx.get() + ptr[first];
-    for (index_t i = first; i < last; ++i)
-      for (std::uint64_t word = c_masks[i]; word != 0; word &= word - 1) *to++ = std::countr_zero(word);
-  });
-  const index_t stored = ptr[L.rows];
-  NarrowStructure n{trusted_structure(L.rows, cols, 1, std::move(ptr), Storage<index_t>(std::move(idx), static_cast<std::size_t>(stored))),
-                    std::move(cost), repeated_rows(L), repeated_rows(R), {}};
-  n.runs = column_runs(R, n.r_repeats.data());
-  return n;
-}
-
-namespace {
 
 /// Calls f(j) for each column j that row i of C reaches, at least once each: the
 /// columns of R's rows k in L's row i, skipping a row k that repeats row k - 1 when
@@ -414,6 +379,37 @@ index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, Sy
 
 }  // namespace
 
+NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t cols) {
+  std::vector<std::uint64_t> r_masks = make_vector<std::uint64_t>(R.rows, "multiply: rows of B");
+  row_masks(R, r_masks.data());
+  std::vector<std::uint64_t> c_masks = make_vector<std::uint64_t>(L.rows, "multiply: rows of C");
+  std::vector<index_t> ptr = make_vector<index_t>(L.rows + 1, "multiply: C's row pointers");
+  for_rows(L, [&](index_t i) {
+    std::uint64_t word = 0;
+    for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) word |= r_masks[L.idx[q]];
+    c_masks[i] = word;
+    ptr[i + 1] = std::popcount(word);
+  });
+  for (index_t i = 0; i < L.rows; ++i) ptr[i + 1] = checked_add(ptr[i], ptr[i + 1], "multiply: C's entries");
+  const index_t stored = ptr[L.rows];
+  Block<index_t> idx = huge_untouched<index_t>(stored, "multiply: C's column indices");
+  for_row_ranges(L, [&](index_t first, index_t last) {
+    index_t* to = idx.get() + ptr[first];
+    for (index_t i = first; i < last; ++i) to = write_group(c_masks[i], 0, to);
+  });
+  NarrowStructure n{trusted_structure(L.rows, cols, 1, std::move(ptr),
+                                      Storage<index_t>(std::move(idx), static_cast<std::size_t>(stored))),
+                    spgemm_cost(L, R), {}, {}, {}};
+  // Only the kernel's run loop reads repeated rows; without runs it sums each row in a
+  // dense accumulator.
+  if (runs_pay(R)) {
+    n.l_repeats = repeated_rows(L);
+    n.r_repeats = repeated_rows(R);
+    n.runs = column_runs(R, n.r_repeats.data());
+  }
+  return n;
+}
+
 }  // namespace detail
 
 SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<const BsrStructure> b,
@@ -440,10 +436,14 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   left_repeats_ = detail::repeated_rows(v.L);
   right_repeats_ = v.R.idx == v.L.idx ? left_repeats_ : detail::repeated_rows(v.R);
   // The CSR kernel reads R's runs as vectors when R is read by rows (A·B, Aᵀ·B).
-  if (a->block_size() == 1 && form != SpgemmForm::a_bt)
+  if (a->block_size() == 1 && form != SpgemmForm::a_bt && detail::runs_pay(v.R))
     right_runs_ = detail::column_runs(v.R, right_repeats_.data());
   // C's width decides the marks (symbolic_row): under 64 columns, R's rows as words.
-  const std::vector<std::uint64_t> r_masks = v.block_cols < 64 ? detail::row_masks(v.R) : std::vector<std::uint64_t>{};
+  std::vector<std::uint64_t> r_masks;
+  if (v.block_cols < 64) {
+    r_masks = detail::make_vector<std::uint64_t>(v.R.rows, "spgemm_plan: row masks");
+    detail::row_masks(v.R, r_masks.data());
+  }
   const detail::SymbolicOperands op{v.L, v.R, left_repeats_.data(), right_repeats_.data(), r_masks.data(),
                                     dispatch::spgemm_row_columns()};
   std::vector<detail::SymbolicScratch> scratch;

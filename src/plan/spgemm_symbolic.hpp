@@ -39,7 +39,7 @@ std::vector<index_t> spgemm_cost(const RowsView& L, const RowsView& R);
 struct NarrowStructure {
   std::shared_ptr<const BsrStructure> c;
   std::vector<index_t> cost;                             // as spgemm_cost
-  std::vector<std::uint8_t> l_repeats, r_repeats, runs;  // as SpgemmPlan's
+  std::vector<std::uint8_t> l_repeats, r_repeats, runs;  // as SpgemmPlan's; all empty without runs
 };
 /// C = L·R with `cols` (<= kernels::kNarrowColumns) columns, on the threads.
 NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t cols);

@@ -225,6 +225,9 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
     SCOPED_TRACE(::testing::Message() << "b " << b);
     check(random_bsr<T>(this->rng, 61, 50, b), random_bsr<T>(this->rng, 50, 45, b));
   }
+  // C past kNarrowColumns: the column map rather than the dense accumulator.
+  SCOPED_TRACE("b 1, 70 columns");
+  check(random_bsr<T>(this->rng, 61, 50, 1), random_bsr<T>(this->rng, 50, 70, 1));
   // Rows of A and of B repeating the row before (three unknowns per node): A's summed
   // together, B's read in runs.
   SCOPED_TRACE("elasticity, b 1");
@@ -233,8 +236,9 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
 }
 
 // Rows of B with runs of consecutive columns are read as vectors (SpgemmPlan's runs):
-// each lane sums its terms as the scalar loop does, so on every ISA the two agree bit for
-// bit. Blocks of 11 in CSR give runs of 11, 22, 33 ... (neighbouring blocks merge), whole
+// each lane sums its terms as the loops without runs do (entry by entry through the
+// column map, or, for C of at most 64 columns, the dense accumulator), so on every ISA
+// they agree bit for bit. Blocks of 11 in CSR give runs of 11, 22, 33 ... (neighbouring blocks merge), whole
 // vectors and masked parts on every width, ragged at the edges; blocks of 18 leave two
 // lanes past whole vectors of 4, 8 or 16 (summed one by one), and elasticity's nodes
 // runs of 9 that leave one lane past 8 and overlap from one entry of A's row to the next.
@@ -291,19 +295,26 @@ TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
     ASSERT_TRUE(std::ranges::equal(got.col_indices(), want.col_indices()));
     ASSERT_EQ(std::memcmp(got.values().data(), want.values().data(), want.values().size_bytes()), 0);
   };
+  // M with `extra` more empty columns (rows: empty rows).
+  const auto widened = [](const CsrMatrix<T>& M, index_t extra, bool rows) {
+    std::vector<index_t> ptr(M.row_ptr().begin(), M.row_ptr().end());
+    if (rows) ptr.resize(ptr.size() + static_cast<std::size_t>(extra), ptr.back());
+    return CsrMatrix<T>(M.rows() + (rows ? extra : 0), M.cols() + (rows ? 0 : extra), std::move(ptr),
+                        std::vector<index_t>(M.col_indices().begin(), M.col_indices().end()),
+                        std::vector<T>(M.values().begin(), M.values().end()));
+  };
   const auto check = [&](const CsrMatrix<T>& A, const CsrMatrix<T>& B) {
     ASSERT_LE(B.cols(), kernels::kNarrowColumns);
-    const CsrMatrix<T> wide(B.rows(), B.cols() + kernels::kNarrowColumns,
-                            std::vector<index_t>(B.row_ptr().begin(), B.row_ptr().end()),
-                            std::vector<index_t>(B.col_indices().begin(), B.col_indices().end()),
-                            std::vector<T>(B.values().begin(), B.values().end()));
+    const CsrMatrix<T> wide = widened(B, kernels::kNarrowColumns, false);
     const auto plan = spgemm_plan(A, B);
     for_each_isa([&](Isa) {
       const CsrMatrix<TC> want = multiply(A, wide), dropped = multiply(A, wide, 0.5);
       for (const int threads : {1, 2, 3}) {
         SCOPED_TRACE(::testing::Message() << threads << " threads");
         set_num_threads(threads);
+        const auto misses = spgemm_plan_cache_stats().misses;
         const CsrMatrix<TC> C = multiply(A, B);
+        EXPECT_EQ(spgemm_plan_cache_stats().misses, misses) << "a narrow product builds no plan";
         ASSERT_EQ(C.cols(), B.cols());
         same(C, want);
         same(plan->multiply(A, B), want);
@@ -317,6 +328,26 @@ TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
       check(to_csr(random_bsr<T>(this->rng, rows, inner, 1)), to_csr(random_bsr<T>(this->rng, inner, cols, 1)));
     }
   }
+  {
+    SCOPED_TRACE("tall: the passes over A's rows and the numeric phase split over threads");
+    const PatternSpec sparse{.density = 0.03};
+    check(to_csr(random_bsr<T>(this->rng, 100000, 90, 1, sparse)), to_csr(random_bsr<T>(this->rng, 90, 50, 1)));
+  }
+  {
+    // Aᵀ·B and A·Bᵀ through explicit plans: the accumulator read through the transposed
+    // view's permutation, against B widened past 64 columns (Aᵀ·B) or rows (A·Bᵀ).
+    SCOPED_TRACE("transposed forms");
+    const CsrMatrix<T> A = to_csr(random_bsr<T>(this->rng, 37, 40, 1));
+    const CsrMatrix<T> B = to_csr(random_bsr<T>(this->rng, 37, 30, 1));
+    const CsrMatrix<T> Bt = to_csr(random_bsr<T>(this->rng, 45, 40, 1));
+    for_each_isa([&](Isa) {
+      same(spgemm_plan(A, B, SpgemmForm::at_b)->multiply(A, B),
+           spgemm_plan(A, widened(B, kernels::kNarrowColumns, false), SpgemmForm::at_b)
+               ->multiply(A, widened(B, kernels::kNarrowColumns, false)));
+      same(spgemm_plan(A, Bt, SpgemmForm::a_bt)->multiply(A, Bt),
+           multiply_transposed(A, widened(Bt, kernels::kNarrowColumns, true)));
+    });
+  }
   // Three unknowns per node: rows of A and of B repeating the row before, B read in runs.
   SCOPED_TRACE("elasticity times its first 60 columns");
   const CsrMatrix<T> E = cast<T>(elasticity3d<double>(4));
@@ -329,7 +360,9 @@ TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
     }
     ptr.push_back(static_cast<index_t>(idx.size()));
   }
-  check(E, CsrMatrix<T>(E.rows(), 60, std::move(ptr), std::move(idx), std::move(vals)));
+  const CsrMatrix<T> B(E.rows(), 60, std::move(ptr), std::move(idx), std::move(vals));
+  ASSERT_FALSE(spgemm_plan(E, B)->right_runs().empty()) << "B's runs are long enough to be read as vectors";
+  check(E, B);
 }
 
 TEST(Spgemm, ThreadCountsGiveIdenticalBits) {
