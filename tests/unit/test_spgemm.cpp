@@ -608,6 +608,16 @@ TEST(Spgemm, BsrDropToleranceSkipsBlockProductsByTheirNormBound) {
   const auto E = multiply(D, D, 1e-6);
   EXPECT_EQ(E.n_blocks(), 1);
   EXPECT_EQ(multiply(D, D).n_blocks(), 2);
+  // Blocks of one value too (the block loops, not the CSR ones, which take every term):
+  // a = [1 1e-4], b = [5; 1e-4], the second product 1e-8 <= 1e-6 is skipped, C = 5.
+  const RuntimeGuard guard;
+  const auto s_x = BsrStructure::make(1, 2, 1, {0, 2}, {0, 1});
+  const auto s_y = BsrStructure::make(2, 1, 1, {0, 1, 2}, {0, 0});
+  const BsrMatrix<double> X(s_x, {1, 1e-4}), Y(s_y, {5, 1e-4});
+  for_each_isa([&](Isa) {
+    EXPECT_EQ(multiply(X, Y, 1e-6).blocks()[0], 5.0);
+    EXPECT_GT(multiply(X, Y).blocks()[0], 5.0);
+  });
 }
 
 TEST(Spgemm, ErrorsNameBothOperands) {
