@@ -250,8 +250,8 @@ void wake_threads(const Matrix& A, const Matrix& B) {
 /// A·B in CSR when C has at most kNarrowColumns columns: C's structure found without a
 /// plan (detail::narrow_structure), then the numeric kernel. A plan's bookkeeping, its
 /// cache and the lookup cost more than such a product's own work when it is small
-/// (docs/spgemm.md, "Narrow products"), and its symbolic phase is the OR of a word a
-/// term whatever its size.
+/// (docs/spgemm.md, "Narrow products"), and this symbolic phase, one OR of a word for
+/// each entry of A, costs less than a plan's at any size.
 template <Value T>
 CsrMatrix<acc_t<T>> narrow_product(const CsrMatrix<T>& A, const CsrMatrix<T>& B, double drop_tolerance) {
   const BsrStructure &a = *A.structure_ptr(), &b = *B.structure_ptr();
