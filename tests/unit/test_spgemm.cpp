@@ -238,10 +238,11 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
 // Rows of B with runs of consecutive columns are read as vectors (SpgemmPlan's runs):
 // each lane sums its terms as the loops without runs do (entry by entry through the
 // column map, or, for C of at most 64 columns, the dense accumulator), so on every ISA
-// they agree bit for bit. Blocks of 11 in CSR give runs of 11, 22, 33 ... (neighbouring blocks merge), whole
-// vectors and masked parts on every width, ragged at the edges; blocks of 18 leave two
-// lanes past whole vectors of 4, 8 or 16 (summed one by one), and elasticity's nodes
-// runs of 9 that leave one lane past 8 and overlap from one entry of A's row to the next.
+// they agree bit for bit. Blocks of 11 in CSR give runs of 11, 22, 33 ... (neighbouring
+// blocks merge), whole vectors and masked parts on every width, ragged at the edges;
+// blocks of 18 leave two lanes past whole vectors of 4, 8 or 16 (summed one by one), and
+// elasticity's nodes runs of 9 that leave one lane past 8 and overlap from one entry of
+// A's row to the next.
 TYPED_TEST(SpgemmTyped, RunsOfColumnsGiveTheScalarLoopsBits) {
   using T = TypeParam;
   using TC = acc_t<T>;
@@ -342,12 +343,12 @@ TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
     const CsrMatrix<T> A = to_csr(random_bsr<T>(this->rng, 37, 40, 1));
     const CsrMatrix<T> B = to_csr(random_bsr<T>(this->rng, 37, 30, 1));
     const CsrMatrix<T> Bt = to_csr(random_bsr<T>(this->rng, 45, 40, 1));
+    const CsrMatrix<T> B_wide = widened(B, kernels::kNarrowColumns, false);
+    const CsrMatrix<T> Bt_wide = widened(Bt, kernels::kNarrowColumns, true);
     for_each_isa([&](Isa) {
       same(spgemm_plan(A, B, SpgemmForm::at_b)->multiply(A, B),
-           spgemm_plan(A, widened(B, kernels::kNarrowColumns, false), SpgemmForm::at_b)
-               ->multiply(A, widened(B, kernels::kNarrowColumns, false)));
-      same(spgemm_plan(A, Bt, SpgemmForm::a_bt)->multiply(A, Bt),
-           multiply_transposed(A, widened(Bt, kernels::kNarrowColumns, true)));
+           spgemm_plan(A, B_wide, SpgemmForm::at_b)->multiply(A, B_wide));
+      same(spgemm_plan(A, Bt, SpgemmForm::a_bt)->multiply(A, Bt), multiply_transposed(A, Bt_wide));
     });
   }
   // Three unknowns per node: rows of A and of B repeating the row before, B read in runs.
