@@ -90,7 +90,7 @@ public:
   /// Internal: multiply-adds of C's rows [0, i), i in [0, block rows of C].
   [[nodiscard]] std::span<const index_t> cost() const noexcept { return cost_; }
   /// Internal: 1 for each row of the left (right) operand, as the form reads it, that has
-  /// the same columns as the row before.
+  /// the same columns as the row before; empty when no row does.
   [[nodiscard]] std::span<const std::uint8_t> left_repeats() const noexcept { return left_repeats_; }
   [[nodiscard]] std::span<const std::uint8_t> right_repeats() const noexcept { return right_repeats_; }
   /// Internal: the lengths of the right operand's runs of consecutive columns, 16 bytes

@@ -24,9 +24,9 @@ namespace trnsparse::kernels {
 /// Runs of consecutive columns kept per row (SpgemmOperand::runs).
 inline constexpr int kRowRuns = 16;
 
-/// C's columns up to which an unsampled CSR product whose R is read entry by entry (no
-/// runs) sums each row in a dense accumulator of them (SpgemmKernels::numeric), and up
-/// to which a CSR `multiply` (A·B) finds C's structure without a plan.
+/// C's columns up to which a CSR `multiply` (A·B) finds C's structure without a plan,
+/// and an unsampled CSR product whose R is read entry by entry (no runs) sums each row in
+/// a dense accumulator of them whatever its repeated rows (SpgemmKernels::numeric).
 inline constexpr index_t kNarrowColumns = 64;
 
 /// One operand as compressed rows of stored entries (b x b blocks, b = 1 for CSR).
@@ -65,8 +65,9 @@ struct SpgemmOperand {
 /// ‖L_ik‖·‖R_kj‖ is at or below `skip` is left out (the filtered multiply of DBCSR).
 template <class TA, class TC>
 struct SpgemmProduct {
-  index_t b;      // block size, 1 for CSR
-  index_t cols;   // (block) columns of C: positions the workspace maps
+  index_t b;         // block size, 1 for CSR
+  index_t cols;      // (block) columns of C: positions the workspace maps
+  index_t products;  // block products of all C's rows (a kernel may choose its loops by it)
   SpgemmOperand<TA> L;
   SpgemmOperand<TA> R;
   const index_t* c_ptr;

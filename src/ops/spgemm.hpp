@@ -33,6 +33,12 @@ std::span<const T> stored_values(const BsrMatrix<T>& A) {
 template <class Matrix>
 using value_of = typename decltype(stored_values(std::declval<const Matrix&>()))::value_type;
 
+/// The kernels' pointer for optional per-entry or per-row data: null when there is none.
+template <class T>
+const T* or_null(std::span<const T> v) {
+  return v.empty() ? nullptr : v.data();
+}
+
 /// An operand of the kernel: structure `s` read by rows. `repeats` marks the rows that
 /// repeat the row before; `runs` gives the rows' runs of consecutive columns
 /// (SpgemmPlan::right_runs).
@@ -90,9 +96,16 @@ void run_spgemm(const kernels::SpgemmProduct<TA, TC>& prob, std::span<const inde
   const std::vector<index_t> pieces = balanced_split(cost, pieces_for(parts));
   const std::size_t ws = round_to_line(k.workspace_bytes(prob));
   std::byte* mem = thread_workspace(static_cast<std::size_t>(parts) * ws);
-  for (int t = 0; t < parts; ++t) k.prepare(prob, mem + static_cast<std::size_t>(t) * ws);
+  // Each slot's workspace prepared by the thread that takes the slot, before its first
+  // piece: a dense accumulator is zeroed where it is used, and on all threads at once.
+  std::vector<std::uint8_t> ready(static_cast<std::size_t>(parts), 0);
   parallel_for(parts, static_cast<index_t>(pieces.size()) - 1, [&](int slot, index_t i) {
-    k.numeric(prob, mem + static_cast<std::size_t>(slot) * ws, pieces[i], pieces[i + 1]);
+    std::byte* w = mem + static_cast<std::size_t>(slot) * ws;
+    if (!ready[static_cast<std::size_t>(slot)]) {
+      k.prepare(prob, w);
+      ready[static_cast<std::size_t>(slot)] = 1;
+    }
+    k.numeric(prob, w, pieces[i], pieces[i + 1]);
   });
 }
 

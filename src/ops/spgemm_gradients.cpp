@@ -20,6 +20,7 @@ void sampled(const BsrStructure& target, const kernels::SpgemmOperand<T>& L, con
   const std::vector<index_t> cost = detail::spgemm_cost(lv, rv);
   const kernels::SpgemmProduct<T, T> prob{.b = target.block_size(),
                                           .cols = target.block_cols(),
+                                          .products = cost.back(),
                                           .L = L,
                                           .R = R,
                                           .c_ptr = target.block_row_ptr().data(),

@@ -496,6 +496,10 @@ SpgemmPlan::SpgemmPlan(std::shared_ptr<const BsrStructure> a, std::shared_ptr<co
   });
   c_ = detail::trusted_structure(v.rows, v.cols, a->block_size(), std::move(ptr),
                                  detail::Storage<index_t>(std::move(idx), static_cast<std::size_t>(stored)));
+  // Kept only when some row repeats: the numeric phase reads none as no rows to sum in
+  // groups, and may then sum each row in a dense accumulator.
+  for (std::vector<std::uint8_t>* repeats : {&left_repeats_, &right_repeats_})
+    if (std::ranges::find(*repeats, std::uint8_t{1}) == repeats->end()) *repeats = {};
 }
 
 double SpgemmPlan::multiply_adds() const noexcept {

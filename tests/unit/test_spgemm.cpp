@@ -184,10 +184,10 @@ problem_of(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, TC* out) {
   const BsrStructure& c = *plan.structure();
   return {.b = c.block_size(),
           .cols = c.block_cols(),
+          .products = plan.cost().back(),
           .L = detail::spgemm_operand(plan.left(), false, detail::stored_values(A).data()),
           .R = detail::spgemm_operand(plan.right(), false, detail::stored_values(B).data(), nullptr, nullptr,
-                                      plan.right_repeats().data(),
-                                      plan.right_runs().empty() ? nullptr : plan.right_runs().data()),
+                                      detail::or_null(plan.right_repeats()), detail::or_null(plan.right_runs())),
           .c_ptr = c.block_row_ptr().data(),
           .c_idx = c.block_col_indices().data(),
           .c_vals = out,
@@ -225,7 +225,8 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
     SCOPED_TRACE(::testing::Message() << "b " << b);
     check(random_bsr<T>(this->rng, 61, 50, b), random_bsr<T>(this->rng, 50, 45, b));
   }
-  // C past kNarrowColumns: the column map rather than the dense accumulator.
+  // C past kNarrowColumns: the dense accumulator when the product has the terms for it
+  // (DenseRowsGiveTheColumnMapsBits), else the column map.
   SCOPED_TRACE("b 1, 70 columns");
   check(random_bsr<T>(this->rng, 61, 50, 1), random_bsr<T>(this->rng, 50, 70, 1));
   // Rows of A and of B repeating the row before (three unknowns per node): A's summed
@@ -237,7 +238,7 @@ TYPED_TEST(SpgemmTyped, CpuKernelsMatchReferenceKernel) {
 
 // Rows of B with runs of consecutive columns are read as vectors (SpgemmPlan's runs):
 // each lane sums its terms as the loops without runs do (entry by entry through the
-// column map, or, for C of at most 64 columns, the dense accumulator), so on every ISA
+// column map, or the dense accumulator), so on every ISA
 // they agree bit for bit. Blocks of 11 in CSR give runs of 11, 22, 33 ... (neighbouring
 // blocks merge), whole vectors and masked parts on every width, ragged at the edges;
 // blocks of 18 leave two lanes past whole vectors of 4, 8 or 16 (summed one by one), and
@@ -282,10 +283,56 @@ TYPED_TEST(SpgemmTyped, RunsOfColumnsGiveTheScalarLoopsBits) {
   check(E, E);
 }
 
+// Rows of C summed in a dense accumulator (C of up to 64 columns, or, with no repeated
+// rows, as wide as the accumulator may grow for a product with the terms for it) agree
+// bit for bit with the column map's loops, which the kernel takes when told that B's rows
+// may repeat (none does): on every ISA and thread count, for C just past 64 columns,
+// scattered products hundreds and thousands of columns wide, and a 7-point stencil.
+TYPED_TEST(SpgemmTyped, DenseRowsGiveTheColumnMapsBits) {
+  using T = TypeParam;
+  using TC = acc_t<T>;
+  const RuntimeGuard guard;
+  const auto check = [&](const CsrMatrix<T>& A, const CsrMatrix<T>& B) {
+    const auto plan = spgemm_plan(A, B);
+    ASSERT_TRUE(plan->left_repeats().empty() && plan->right_repeats().empty()) << "no row repeats";
+    const auto n = static_cast<std::size_t>(plan->stored());
+    const std::vector<std::uint8_t> none(static_cast<std::size_t>(B.rows()) + 1, 0);
+    for_each_isa([&](Isa) {
+      std::vector<TC> want(n);
+      auto prob = problem_of(*plan, A, B, want.data());
+      const auto& k = dispatch::spgemm_kernels<T, TC>();
+      ASSERT_EQ(k.workspace_bytes(prob), (static_cast<std::size_t>(B.cols()) * sizeof(TC) + 63) / 64 * 64)
+          << "the product is summed in a dense accumulator";
+      prob.R.repeats = none.data();
+      ASSERT_NE(k.workspace_bytes(prob), (static_cast<std::size_t>(B.cols()) * sizeof(TC) + 63) / 64 * 64)
+          << "rows that may repeat take the column map";
+      detail::run_spgemm(prob, plan->cost());
+      for (const int threads : {1, 2, 3}) {
+        SCOPED_TRACE(::testing::Message() << threads << " threads");
+        set_num_threads(threads);
+        std::vector<TC> got(n);
+        plan->numeric(A, B, std::span<TC>(got));
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(TC)), 0);
+      }
+    });
+  };
+  // Rows of a few dozen entries, so that no two in a row are equal by chance.
+  const PatternSpec sparse{.density = 0.05};
+  for (const index_t cols : {65, 70, 700, 3000}) {
+    SCOPED_TRACE(::testing::Message() << "300 x 400 x " << cols);
+    check(to_csr(random_bsr<T>(this->rng, 300, 400, 1, sparse)),
+          to_csr(random_bsr<T>(this->rng, 400, cols, 1, cols < 100 ? PatternSpec{} : sparse)));
+  }
+  SCOPED_TRACE("poisson3d:12");
+  const CsrMatrix<T> P = cast<T>(poisson3d<double>(12));
+  check(P, P);
+}
+
 // A CSR product with at most 64 columns finds C's structure without a plan, from the
 // rows of B as words of bits, and sums each row in a dense accumulator: the plan's
-// structure, and the bits of the same product with B 64 columns wider (empty ones), which
-// takes the column map, on every ISA and thread count, with and without a drop tolerance.
+// structure, and the bits of the same product with B 2^16 columns wider (empty ones),
+// past the accumulator's reach, which takes the column map, on every ISA and thread
+// count, with and without a drop tolerance.
 TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
   using T = TypeParam;
   using TC = acc_t<T>;
@@ -306,9 +353,10 @@ TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
                         std::vector<index_t>(M.col_indices().begin(), M.col_indices().end()),
                         std::vector<T>(M.values().begin(), M.values().end()));
   };
+  constexpr index_t kWider = index_t{1} << 16;
   const auto check = [&](const CsrMatrix<T>& A, const CsrMatrix<T>& B) {
     ASSERT_LE(B.cols(), kernels::kNarrowColumns);
-    const CsrMatrix<T> wide = widened(B, kernels::kNarrowColumns, false);
+    const CsrMatrix<T> wide = widened(B, kWider, false);
     const auto plan = spgemm_plan(A, B);
     for_each_isa([&](Isa) {
       const CsrMatrix<TC> want = multiply(A, wide), dropped = multiply(A, wide, 0.5);
@@ -338,13 +386,13 @@ TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
   }
   {
     // Aᵀ·B and A·Bᵀ through explicit plans: the accumulator read through the transposed
-    // view's permutation, against B widened past 64 columns (Aᵀ·B) or rows (A·Bᵀ).
+    // view's permutation, against B widened by 2^16 columns (Aᵀ·B) or rows (A·Bᵀ).
     SCOPED_TRACE("transposed forms");
     const CsrMatrix<T> A = to_csr(random_bsr<T>(this->rng, 37, 40, 1));
     const CsrMatrix<T> B = to_csr(random_bsr<T>(this->rng, 37, 30, 1));
     const CsrMatrix<T> Bt = to_csr(random_bsr<T>(this->rng, 45, 40, 1));
-    const CsrMatrix<T> B_wide = widened(B, kernels::kNarrowColumns, false);
-    const CsrMatrix<T> Bt_wide = widened(Bt, kernels::kNarrowColumns, true);
+    const CsrMatrix<T> B_wide = widened(B, kWider, false);
+    const CsrMatrix<T> Bt_wide = widened(Bt, kWider, true);
     for_each_isa([&](Isa) {
       same(spgemm_plan(A, B, SpgemmForm::at_b)->multiply(A, B),
            spgemm_plan(A, B_wide, SpgemmForm::at_b)->multiply(A, B_wide));
