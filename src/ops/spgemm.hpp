@@ -93,9 +93,14 @@ void run_spgemm(const kernels::SpgemmProduct<TA, TC>& prob, std::span<const inde
   const double madds = static_cast<double>(cost.back()) * b * b * b;
   const Work family = prob.b == 1 ? Work::spgemm : prob.b <= 8 ? Work::small_blocks : Work::tiles;
   const int parts = parts_for(rows, work_ns(family, madds));
-  const std::vector<index_t> pieces = balanced_split(cost, pieces_for(parts));
   const std::size_t ws = round_to_line(k.workspace_bytes(prob));
   std::byte* mem = thread_workspace(static_cast<std::size_t>(parts) * ws);
+  if (parts == 1) {
+    k.prepare(prob, mem);
+    k.numeric(prob, mem, 0, rows);
+    return;
+  }
+  const std::vector<index_t> pieces = balanced_split(cost, pieces_for(parts));
   // Each slot's workspace prepared by the thread that takes the slot, before its first
   // piece: a dense accumulator is zeroed where it is used, and on all threads at once.
   std::vector<std::uint8_t> ready(static_cast<std::size_t>(parts), 0);

@@ -380,17 +380,31 @@ index_t symbolic_row(const SymbolicOperands& op, index_t i, index_t products, Sy
 }  // namespace
 
 NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t cols) {
-  std::vector<std::uint64_t> r_masks = make_vector<std::uint64_t>(R.rows, "multiply: rows of B");
-  row_masks(R, r_masks.data());
-  std::vector<std::uint64_t> c_masks = make_vector<std::uint64_t>(L.rows, "multiply: rows of C");
+  // R's rows as words, then C's.
+  std::vector<std::uint64_t> masks = make_vector<std::uint64_t>(R.rows + L.rows, "multiply: rows of B and C");
+  std::uint64_t *r_masks = masks.data(), *c_masks = r_masks + R.rows;
+  row_masks(R, r_masks);
   std::vector<index_t> ptr = make_vector<index_t>(L.rows + 1, "multiply: C's row pointers");
+  std::vector<index_t> cost = make_vector<index_t>(L.rows + 1, "multiply: row costs");
   for_rows(L, [&](index_t i) {
     std::uint64_t word = 0;
-    for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) word |= r_masks[L.idx[q]];
+    index_t products = 0;
+    for (index_t q = L.ptr[i]; q < L.ptr[i + 1]; ++q) {
+      const index_t k = L.idx[q];
+      word |= r_masks[k];
+      products += R.ptr[k + 1] - R.ptr[k];
+    }
     c_masks[i] = word;
     ptr[i + 1] = std::popcount(word);
+    cost[i + 1] = products;
   });
-  for (index_t i = 0; i < L.rows; ++i) ptr[i + 1] = checked_add(ptr[i], ptr[i + 1], "multiply: C's entries");
+  // Neither sum can overflow: a row of C has at most 64 entries, and each of A's entries
+  // reads a row of B of at most 64.
+  index_t entries = 0, products = 0;
+  for (index_t i = 1; i <= L.rows; ++i) {
+    ptr[i] = entries += ptr[i];
+    cost[i] = products += cost[i];
+  }
   const index_t stored = ptr[L.rows];
   Block<index_t> idx = huge_untouched<index_t>(stored, "multiply: C's column indices");
   for_row_ranges(L, [&](index_t first, index_t last) {
@@ -399,7 +413,7 @@ NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t c
   });
   NarrowStructure n{trusted_structure(L.rows, cols, 1, std::move(ptr),
                                       Storage<index_t>(std::move(idx), static_cast<std::size_t>(stored))),
-                    spgemm_cost(L, R), {}, {}, {}};
+                    std::move(cost), {}, {}, {}};
   // Only the kernel's run loop reads repeated rows; without runs it sums each row in a
   // dense accumulator.
   if (runs_pay(R)) {
