@@ -12,6 +12,7 @@
 #include "attention.hpp"
 #include "baselines.hpp"
 #include "common.hpp"
+#include "runtime/checks.hpp"
 #include "trnsparse/convert.hpp"
 #include "trnsparse/error.hpp"
 #include "trnsparse/generators.hpp"
@@ -90,7 +91,9 @@ void spgemm_rows(const Options& o, const Row& head, const Emit& emit) {
     };
     const CsrMatrix<T> C = multiply(A, A);
     const auto plan = spgemm_plan(A, A);
-    std::vector<T> values(static_cast<std::size_t>(plan->stored()));
+    // On huge pages, as the library's own results are (the full and cached products'): a
+    // std::vector's 4 KiB pages would time C's stores to them as well as the phase.
+    std::vector<T> values = detail::make_vector<T>(plan->stored(), "bench: C's values");
 
     // Eigen's sparse product (single-threaded: Eigen runs sparse × sparse on one core)
     // on 32-bit indices, its default and its fastest.
@@ -153,7 +156,7 @@ void spgemm_rows(const Options& o, const Row& head, const Emit& emit) {
     const BsrMatrix<T> Cb = multiply(Ab, Ab);
     const CsrMatrix<T> Cc = to_csr(Cb);
     const auto bplan = spgemm_plan(Ab, Ab);
-    std::vector<T> bvalues(static_cast<std::size_t>(bplan->stored() * b * b));
+    std::vector<T> bvalues = detail::make_vector<T>(bplan->stored() * b * b, "bench: C's values");
     const double bsr_numeric_ms = median_ms(reps, [&] { bplan->numeric(Ab, Ab, std::span<T>(bvalues)); });
     Row brow = head;
     brow.insert(brow.end(), {{"problem", str(name)},

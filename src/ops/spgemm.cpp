@@ -162,17 +162,27 @@ void check_output(const char* who, const SpgemmPlan& plan, const Matrix& A, cons
   detail::check_no_alias(b.data(), b.size_bytes(), values.data(), values.size_bytes(), who, "B", "values");
 }
 
+/// The numeric phase into the caller's values. A loop of products with new values writes
+/// them all each time: they move onto huge pages once written often
+/// (detail::collapse_streamed), as an SpMV's vectors do, since C's stores to 4 KiB pages
+/// slow a large phase (docs/spgemm.md, "Where the time goes"); the library's own results
+/// are born there.
+template <class Matrix, class TC>
+void numeric_to(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, std::span<TC> values) {
+  check_output("SpgemmPlan::numeric", plan, A, B, values);
+  detail::collapse_streamed(values.data(), values.size_bytes());
+  numeric_into(plan, A, B, values.data(), 0.0);
+}
+
 }  // namespace
 
 template <Value T>
 void SpgemmPlan::numeric(const CsrMatrix<T>& A, const CsrMatrix<T>& B, std::span<acc_t<T>> values) const {
-  check_output("SpgemmPlan::numeric", *this, A, B, values);
-  numeric_into(*this, A, B, values.data(), 0.0);
+  numeric_to(*this, A, B, values);
 }
 template <Value T>
 void SpgemmPlan::numeric(const BsrMatrix<T>& A, const BsrMatrix<T>& B, std::span<acc_t<T>> values) const {
-  check_output("SpgemmPlan::numeric", *this, A, B, values);
-  numeric_into(*this, A, B, values.data(), 0.0);
+  numeric_to(*this, A, B, values);
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include "kernel_support.hpp"
 #include "kernels/reference/spgemm.hpp"
 #include "ops/spgemm.hpp"
+#include "runtime/huge_pages.hpp"
 #include "trnsparse/spgemm.hpp"
 
 namespace trnsparse::test {
@@ -414,6 +415,25 @@ TYPED_TEST(SpgemmTyped, NarrowProductsGiveThePlansStructureAndBits) {
   const CsrMatrix<T> B(E.rows(), 60, std::move(ptr), std::move(idx), std::move(vals));
   ASSERT_FALSE(spgemm_plan(E, B)->right_runs().empty()) << "B's runs are long enough to be read as vectors";
   check(E, B);
+}
+
+// A caller's values of C, on 4 KiB pages, move onto huge pages at the kCollapseAfter-th
+// numeric phase that writes them (detail::collapse_streamed); the values stay the same
+// bits throughout.
+TEST(Spgemm, ACallersValuesMoveOntoHugePagesAfterRepeatedNumericPhases) {
+  const CsrMatrix<double> A = poisson3d<double>(30);  // C: 0.7 M entries, 5 MB of values
+  const auto plan = spgemm_plan(A, A);
+  const auto n = static_cast<std::size_t>(plan->stored());
+  const Mapping map{n * sizeof(double) + (std::size_t{4} << 20)};
+  ASSERT_NE(map.p, MAP_FAILED);
+  auto* values = reinterpret_cast<double*>(map.p + 4096);  // off a 2 MiB boundary
+  const CsrMatrix<double> C = multiply(A, A);
+  for (unsigned call = 1; call <= detail::kCollapseAfter; ++call) {
+    plan->numeric(A, A, std::span<double>(values, n));
+    ASSERT_EQ(std::memcmp(values, C.values().data(), n * sizeof(double)), 0) << "call " << call;
+  }
+  if (!kernel_collapses()) GTEST_SKIP() << "this kernel does not collapse memory on request (MADV_COLLAPSE)";
+  EXPECT_GE(huge_kb_at(values), 2048);
 }
 
 TEST(Spgemm, ThreadCountsGiveIdenticalBits) {
