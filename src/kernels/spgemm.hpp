@@ -94,10 +94,10 @@ struct SpgemmRowColumns {
 
 template <class TA, class TC>
 struct SpgemmKernels {
-  /// Bytes of one thread's workspace (the column → position map, or a narrow product's
-  /// accumulator).
+  /// Bytes of one thread's workspace (the column → position map, or a dense accumulator
+  /// of C's columns).
   std::size_t (*workspace_bytes)(const SpgemmProduct<TA, TC>&);
-  /// Prepares a workspace of workspace_bytes once per call, before any rows.
+  /// Prepares a workspace of workspace_bytes once per call, before any rows run on it.
   void (*prepare)(const SpgemmProduct<TA, TC>&, void* workspace);
   /// Computes the values of C's rows [r0, r1).
   void (*numeric)(const SpgemmProduct<TA, TC>&, void* workspace, index_t r0, index_t r1);

@@ -140,9 +140,9 @@ void numeric_into(const SpgemmPlan& plan, const Matrix& A, const Matrix& B, TC* 
       .cols = c.block_cols(),
       .products = plan.cost().back(),
       .L = detail::spgemm_operand(plan.left(), left_t, detail::stored_values(A).data(), nullptr,
-                                  detail::or_null(std::span<const double>(na)), detail::or_null(plan.left_repeats())),
+                                  detail::or_null(na), detail::or_null(plan.left_repeats())),
       .R = detail::spgemm_operand(plan.right(), right_t, detail::stored_values(B).data(), right_idx32(B, right_t),
-                                  detail::or_null(std::span<const double>(nb)), detail::or_null(plan.right_repeats()),
+                                  detail::or_null(nb), detail::or_null(plan.right_repeats()),
                                   detail::or_null(plan.right_runs())),
       .c_ptr = c.block_row_ptr().data(),
       .c_idx = c.block_col_indices().data(),
@@ -269,7 +269,6 @@ CsrMatrix<acc_t<T>> narrow_product(const CsrMatrix<T>& A, const CsrMatrix<T>& B,
   const detail::NarrowStructure n = detail::narrow_structure(
       {a.block_rows(), a.block_row_ptr().data(), a.block_col_indices().data()},
       {b.block_rows(), b.block_row_ptr().data(), b.block_col_indices().data()}, b.block_cols());
-  const auto or_null = [](const std::vector<std::uint8_t>& v) { return detail::or_null(std::span(v)); };
   const BsrStructure& c = *n.c;
   return product_of<CsrMatrix<T>>(n.c, drop_tolerance, [&](acc_t<T>* vals) {
     detail::run_spgemm(
@@ -277,8 +276,9 @@ CsrMatrix<acc_t<T>> narrow_product(const CsrMatrix<T>& A, const CsrMatrix<T>& B,
             .b = 1,
             .cols = c.block_cols(),
             .products = n.cost.back(),
-            .L = detail::spgemm_operand(a, A.values().data(), nullptr, nullptr, or_null(n.l_repeats)),
-            .R = detail::spgemm_operand(b, B.values().data(), nullptr, nullptr, or_null(n.r_repeats), or_null(n.runs)),
+            .L = detail::spgemm_operand(a, A.values().data(), nullptr, nullptr, detail::or_null(n.l_repeats)),
+            .R = detail::spgemm_operand(b, B.values().data(), nullptr, nullptr, detail::or_null(n.r_repeats),
+                                        detail::or_null(n.runs)),
             .c_ptr = c.block_row_ptr().data(),
             .c_idx = c.block_col_indices().data(),
             .c_vals = vals,

@@ -38,6 +38,10 @@ template <class T>
 const T* or_null(std::span<const T> v) {
   return v.empty() ? nullptr : v.data();
 }
+template <class T>
+const T* or_null(const std::vector<T>& v) {
+  return or_null(std::span<const T>(v));
+}
 
 /// An operand of the kernel: structure `s` read by rows. `repeats` marks the rows that
 /// repeat the row before; `runs` gives the rows' runs of consecutive columns

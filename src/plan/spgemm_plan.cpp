@@ -398,8 +398,9 @@ NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t c
     ptr[i + 1] = std::popcount(word);
     cost[i + 1] = products;
   });
-  // Neither sum can overflow: a row of C has at most 64 entries and each of A's entries
-  // reads a row of B of at most 64, so they stay within 64 times A's rows and entries.
+  // Neither sum can overflow: a row of C, and a row of B (distinct columns), have at most
+  // 64 entries, so the sums stay within 64 times A's rows and stored entries, each below
+  // 2^57 for arrays in memory.
   index_t entries = 0, products = 0;
   for (index_t i = 1; i <= L.rows; ++i) {
     ptr[i] = entries += ptr[i];

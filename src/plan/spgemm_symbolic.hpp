@@ -39,7 +39,8 @@ std::vector<index_t> spgemm_cost(const RowsView& L, const RowsView& R);
 struct NarrowStructure {
   std::shared_ptr<const BsrStructure> c;
   std::vector<index_t> cost;                             // as spgemm_cost
-  std::vector<std::uint8_t> l_repeats, r_repeats, runs;  // as SpgemmPlan's; all empty without runs
+  // As SpgemmPlan's, but kept with runs even when no row repeats; all empty without runs.
+  std::vector<std::uint8_t> l_repeats, r_repeats, runs;
 };
 /// C = L·R with `cols` (<= kernels::kNarrowColumns) columns, on the threads.
 NarrowStructure narrow_structure(const RowsView& L, const RowsView& R, index_t cols);
